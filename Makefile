@@ -1,0 +1,51 @@
+# Sluice: `make demo` and `make test` do all setup on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+CACHE := .cache
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test lint typecheck unit system-deps java-deps kafka bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing sluice and its test dependencies into $(VENV)"
+	@$(PIP) install --quiet --upgrade pip
+	@$(PIP) install --quiet -e '.[test,dev]'
+	@touch $(STAMP)
+
+# System packages the tests use. Checked first; installed with apt-get only when missing.
+system-deps:
+	@./tools/ensure-system-deps.sh
+
+# Java jars (Kafka's reference client, Apache Kafka broker) from Maven Central into .cache/.
+java-deps:
+	@./tools/fetch-java-deps.sh
+
+kafka: java-deps
+
+demo: venv
+	@$(PY) -m dataplane.demo
+
+lint: venv
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check . >/dev/null || { echo "ruff format: run '$(VENV)/bin/ruff format .'"; exit 1; }
+
+typecheck: venv
+	@$(VENV)/bin/mypy
+
+test: venv system-deps java-deps lint typecheck
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: venv
+	@$(PY) -m pytest tests/dataplane $(PYTEST_ARGS)
+
+bench: venv system-deps java-deps
+	@$(PY) -m bench.run_all
+
+clean:
+	rm -rf $(VENV) $(CACHE) build *.egg-info

@@ -1,0 +1,1 @@
+"""controlplane: see README.md."""

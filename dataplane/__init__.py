@@ -1,0 +1,1 @@
+"""Sluice's broker: the Kafka protocol server, log storage and coordinators."""

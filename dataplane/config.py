@@ -1,0 +1,532 @@
+"""Broker and topic configuration: every limit has a number and a key.
+
+Keys and defaults follow Apache Kafka's where Kafka has the setting. Topic configs fall
+back to the broker setting named by ``broker_key`` (as ``retention.ms`` falls back to
+``log.retention.ms``). Values are validated once, here; a bad value raises InvalidConfig
+naming the key.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dataplane.errors import InvalidConfig
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs config_type values."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    broker_key: str | None = None
+    """For topic configs: the broker setting that provides the default."""
+    read_only: bool = False
+
+    def parse(self, raw: object) -> Any:
+        """Parse and validate a raw (usually string) value, raising InvalidConfig."""
+        try:
+            value = _parse_typed(self.type, raw)
+        except (TypeError, ValueError) as exc:
+            raise InvalidConfig(
+                f"invalid value {raw!r} for {self.name}: expected {self.type.name.lower()}"
+            ) from exc
+        if self.minimum is not None and value < self.minimum:
+            raise InvalidConfig(
+                f"invalid value {raw!r} for {self.name}: must be >= {self.minimum:g}"
+            )
+        if self.maximum is not None and value > self.maximum:
+            raise InvalidConfig(
+                f"invalid value {raw!r} for {self.name}: must be <= {self.maximum:g}"
+            )
+        if self.choices:
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                if item not in self.choices:
+                    raise InvalidConfig(
+                        f"invalid value {raw!r} for {self.name}: one of {', '.join(self.choices)}"
+                    )
+        return value
+
+    def render(self, value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, list):
+            return ",".join(value)
+        return str(value)
+
+
+def _parse_typed(kind: ConfigType, raw: object) -> Any:
+    if kind is ConfigType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ValueError(text)
+        return text == "true"
+    if kind in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+        if isinstance(raw, bool):
+            raise TypeError("bool")
+        return int(str(raw).strip())
+    if kind is ConfigType.DOUBLE:
+        return float(str(raw).strip())
+    if kind is ConfigType.LIST:
+        if isinstance(raw, list):
+            return [str(x) for x in raw]
+        return [x.strip() for x in str(raw).split(",") if x.strip()]
+    return str(raw)
+
+
+B, S, I, L, D, LST = (  # noqa: E741 - short names keep the tables readable
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+WEEK_MS = 7 * 24 * 3600 * 1000
+INT_MAX = 2**31 - 1
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("node.id", I, 1, "Id of this broker in its cluster.", minimum=0, read_only=True),
+        ConfigDef(
+            "cluster.id", S, "", "Cluster id; generated and stored on first start.", read_only=True
+        ),
+        ConfigDef(
+            "advertised.listeners",
+            S,
+            "",
+            "host:port clients are told to use (default: --listen).",
+            read_only=True,
+        ),
+        ConfigDef(
+            "socket.request.max.bytes",
+            I,
+            104857600,
+            "Largest request frame accepted; larger frames close the connection.",
+            minimum=1024,
+        ),
+        ConfigDef(
+            "queued.max.requests.per.connection",
+            I,
+            500,
+            "Requests read ahead on one connection before the broker stops reading from it.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "connections.max.idle.ms",
+            L,
+            600000,
+            "Idle connections are closed after this long.",
+            minimum=1000,
+        ),
+        ConfigDef(
+            "message.max.bytes",
+            I,
+            1048588,
+            "Largest record batch accepted (topic: max.message.bytes).",
+            minimum=0,
+        ),
+        ConfigDef("log.segment.bytes", I, 1073741824, "Segment size before a roll.", minimum=14),
+        ConfigDef("log.roll.ms", L, WEEK_MS, "Segment age before a roll.", minimum=1),
+        ConfigDef(
+            "log.retention.ms",
+            L,
+            WEEK_MS,
+            "Age after which closed segments are deleted (-1: forever).",
+            minimum=-1,
+        ),
+        ConfigDef(
+            "log.retention.bytes",
+            L,
+            -1,
+            "Partition size beyond which old segments are deleted (-1: unlimited).",
+            minimum=-1,
+        ),
+        ConfigDef(
+            "log.retention.check.interval.ms",
+            L,
+            300000,
+            "How often retention and compaction run.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "log.index.interval.bytes",
+            I,
+            4096,
+            "Bytes between two offset-index entries.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "log.cleanup.policy",
+            LST,
+            ["delete"],
+            "delete, compact or both.",
+            choices=("delete", "compact"),
+        ),
+        ConfigDef(
+            "log.cleaner.delete.retention.ms",
+            L,
+            86400000,
+            "How long tombstones survive compaction.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "log.cleaner.min.compaction.lag.ms",
+            L,
+            0,
+            "Minimum age of a record before compaction may remove it.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "log.cleaner.min.cleanable.ratio",
+            D,
+            0.5,
+            "Dirty ratio that triggers compaction.",
+            minimum=0,
+            maximum=1,
+        ),
+        ConfigDef(
+            "log.message.timestamp.type",
+            S,
+            "CreateTime",
+            "CreateTime or LogAppendTime.",
+            choices=("CreateTime", "LogAppendTime"),
+        ),
+        ConfigDef(
+            "log.flush.policy",
+            S,
+            "page_cache",
+            "page_cache: acknowledge after write() (survives a process crash, not a power loss); "
+            "fsync: acknowledge after fsync, one fsync shared by concurrent writes.",
+            choices=("page_cache", "fsync"),
+        ),
+        ConfigDef(
+            "auto.create.topics.enable",
+            B,
+            False,
+            "Create unknown topics on Metadata/Produce "
+            "(Kafka's default is true; MSK and Sluice default to false).",
+        ),
+        ConfigDef(
+            "num.partitions",
+            I,
+            1,
+            "Partitions of auto-created topics and of CreateTopics with -1.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "default.replication.factor",
+            I,
+            1,
+            "Replication factor of auto-created topics.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "max.partitions.per.topic",
+            I,
+            10000,
+            "Largest partition count a topic may have.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "min.insync.replicas",
+            I,
+            1,
+            "Replicas that must acknowledge an acks=all write.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "unclean.leader.election.enable",
+            B,
+            False,
+            "Allow an out-of-sync replica to become leader.",
+        ),
+        ConfigDef("delete.topic.enable", B, True, "Allow DeleteTopics."),
+        ConfigDef(
+            "offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets.", minimum=1
+        ),
+        ConfigDef(
+            "offsets.retention.minutes",
+            I,
+            10080,
+            "Committed offsets of empty groups expire after this.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "offset.metadata.max.bytes", I, 4096, "Largest commit metadata string.", minimum=0
+        ),
+        ConfigDef(
+            "group.initial.rebalance.delay.ms",
+            I,
+            3000,
+            "Wait for more members before the first rebalance of an empty group.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "group.min.session.timeout.ms",
+            I,
+            6000,
+            "Smallest session timeout a member may ask for.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "group.max.session.timeout.ms",
+            I,
+            1800000,
+            "Largest session timeout a member may ask for.",
+            minimum=1,
+        ),
+        ConfigDef("group.max.size", I, INT_MAX, "Most members in one group.", minimum=1),
+        ConfigDef(
+            "producer.id.expiration.ms",
+            I,
+            86400000,
+            "Idle producer ids are forgotten after this.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "max.producer.state.entries",
+            I,
+            5,
+            "Batches remembered per producer and partition for deduplication.",
+            minimum=1,
+            read_only=True,
+        ),
+        ConfigDef("fetch.max.bytes", I, 57671680, "Largest fetch response.", minimum=0),
+    ]
+}
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef(
+            "cleanup.policy",
+            LST,
+            ["delete"],
+            "delete, compact or both.",
+            choices=("delete", "compact"),
+            broker_key="log.cleanup.policy",
+        ),
+        ConfigDef(
+            "retention.ms",
+            L,
+            WEEK_MS,
+            "Age after which closed segments are deleted (-1: forever).",
+            minimum=-1,
+            broker_key="log.retention.ms",
+        ),
+        ConfigDef(
+            "retention.bytes",
+            L,
+            -1,
+            "Partition size beyond which old segments are deleted.",
+            minimum=-1,
+            broker_key="log.retention.bytes",
+        ),
+        ConfigDef(
+            "segment.bytes",
+            I,
+            1073741824,
+            "Segment size before a roll.",
+            minimum=14,
+            broker_key="log.segment.bytes",
+        ),
+        ConfigDef(
+            "segment.ms",
+            L,
+            WEEK_MS,
+            "Segment age before a roll.",
+            minimum=1,
+            broker_key="log.roll.ms",
+        ),
+        ConfigDef(
+            "max.message.bytes",
+            I,
+            1048588,
+            "Largest record batch accepted.",
+            minimum=0,
+            broker_key="message.max.bytes",
+        ),
+        ConfigDef(
+            "index.interval.bytes",
+            I,
+            4096,
+            "Bytes between two offset-index entries.",
+            minimum=0,
+            broker_key="log.index.interval.bytes",
+        ),
+        ConfigDef(
+            "delete.retention.ms",
+            L,
+            86400000,
+            "How long tombstones survive compaction.",
+            minimum=0,
+            broker_key="log.cleaner.delete.retention.ms",
+        ),
+        ConfigDef(
+            "min.compaction.lag.ms",
+            L,
+            0,
+            "Minimum age before compaction may remove a record.",
+            minimum=0,
+            broker_key="log.cleaner.min.compaction.lag.ms",
+        ),
+        ConfigDef(
+            "min.cleanable.dirty.ratio",
+            D,
+            0.5,
+            "Dirty ratio that triggers compaction.",
+            minimum=0,
+            maximum=1,
+            broker_key="log.cleaner.min.cleanable.ratio",
+        ),
+        ConfigDef(
+            "message.timestamp.type",
+            S,
+            "CreateTime",
+            "CreateTime or LogAppendTime.",
+            choices=("CreateTime", "LogAppendTime"),
+            broker_key="log.message.timestamp.type",
+        ),
+        ConfigDef(
+            "min.insync.replicas",
+            I,
+            1,
+            "Replicas that must acknowledge an acks=all write.",
+            minimum=1,
+            broker_key="min.insync.replicas",
+        ),
+        ConfigDef(
+            "unclean.leader.election.enable",
+            B,
+            False,
+            "Allow an out-of-sync replica to become leader.",
+            broker_key="unclean.leader.election.enable",
+        ),
+        ConfigDef(
+            "compression.type",
+            S,
+            "producer",
+            "Batches are stored as the producer compressed them; only 'producer' is supported.",
+            choices=("producer",),
+        ),
+        ConfigDef(
+            "remote.storage.enable",
+            B,
+            False,
+            "Offload closed segments to object storage (tiered storage).",
+        ),
+        ConfigDef(
+            "local.retention.ms",
+            L,
+            -2,
+            "Hot-tier retention by age (-2: same as retention.ms).",
+            minimum=-2,
+        ),
+        ConfigDef(
+            "local.retention.bytes",
+            L,
+            -2,
+            "Hot-tier retention by size (-2: same as retention.bytes).",
+            minimum=-2,
+        ),
+    ]
+}
+
+
+def parse_overrides(
+    defs: Mapping[str, ConfigDef], raw: Mapping[str, object], *, what: str
+) -> dict[str, Any]:
+    """Validate ``raw`` key/values against ``defs``; unknown keys are InvalidConfig."""
+    parsed: dict[str, Any] = {}
+    for key, value in raw.items():
+        definition = defs.get(key)
+        if definition is None:
+            raise InvalidConfig(f"unknown {what} config {key!r}")
+        parsed[key] = definition.parse(value)
+    return parsed
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Effective broker settings: defaults overlaid with the config file and --set."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    overrides: frozenset[str] = frozenset()
+    data_dir: str = "."
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        data_dir: str,
+        listen: str,
+        overrides: Mapping[str, object] = {},
+    ) -> BrokerConfig:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidConfig(f"--listen must be HOST:PORT, got {listen!r}")
+        parsed = parse_overrides(BROKER_CONFIGS, overrides, what="broker")
+        values = {name: d.default for name, d in BROKER_CONFIGS.items()}
+        values.update(parsed)
+        return cls(values, frozenset(parsed), data_dir, host, int(port))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def topic_default(self, key: str) -> Any:
+        definition = TOPIC_CONFIGS[key]
+        if definition.broker_key is not None:
+            return self.values[definition.broker_key]
+        return definition.default
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        raw = self.values["advertised.listeners"]
+        if raw:
+            host, _, port = str(raw).rpartition(":")
+            return host, int(port)
+        return self.listen_host, self.listen_port
+
+
+def read_properties(lines: Iterable[str]) -> dict[str, str]:
+    """Parse Java-properties style ``key=value`` lines (``#`` comments)."""
+    out: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith(("#", "!")):
+            continue
+        key, sep, value = text.partition("=")
+        if not sep:
+            raise InvalidConfig(f"line {number}: expected key=value, got {text!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+TopicConfigView = Callable[[str], Any]

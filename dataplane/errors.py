@@ -1,0 +1,134 @@
+"""Typed broker errors.
+
+Everything below the protocol boundary raises one of these; the mapping to a Kafka
+error code happens once, in the handlers, through :func:`error_code_for`.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+
+class BrokerError(Exception):
+    """Base class: an expected failure with a Kafka error code."""
+
+    code: ErrorCode = ErrorCode.unknown_server_error
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.code.name)
+        self.message = message or None
+
+
+class CorruptRecord(BrokerError):
+    code = ErrorCode.corrupt_message
+
+
+class InvalidRecord(BrokerError):
+    code = ErrorCode.invalid_record
+
+
+class UnsupportedMessageFormat(BrokerError):
+    code = ErrorCode.unsupported_for_message_format
+
+
+class UnsupportedCompression(BrokerError):
+    code = ErrorCode.unsupported_compression_type
+
+
+class MessageTooLarge(BrokerError):
+    code = ErrorCode.message_too_large
+
+
+class RecordListTooLarge(BrokerError):
+    code = ErrorCode.record_list_too_large
+
+
+class UnknownTopicOrPartition(BrokerError):
+    code = ErrorCode.unknown_topic_or_partition
+
+
+class UnknownTopicId(BrokerError):
+    code = ErrorCode.unknown_topic_id
+
+
+class OffsetOutOfRange(BrokerError):
+    code = ErrorCode.offset_out_of_range
+
+
+class InvalidTopic(BrokerError):
+    code = ErrorCode.invalid_topic_exception
+
+
+class TopicAlreadyExists(BrokerError):
+    code = ErrorCode.topic_already_exists
+
+
+class InvalidPartitions(BrokerError):
+    code = ErrorCode.invalid_partitions
+
+
+class InvalidReplicationFactor(BrokerError):
+    code = ErrorCode.invalid_replication_factor
+
+
+class InvalidConfig(BrokerError):
+    code = ErrorCode.invalid_config
+
+
+class InvalidRequest(BrokerError):
+    code = ErrorCode.invalid_request
+
+
+class InvalidRequiredAcks(BrokerError):
+    code = ErrorCode.invalid_required_acks
+
+
+class InvalidTimestamp(BrokerError):
+    code = ErrorCode.invalid_timestamp
+
+
+class OutOfOrderSequence(BrokerError):
+    code = ErrorCode.out_of_order_sequence_number
+
+
+class DuplicateSequence(BrokerError):
+    code = ErrorCode.duplicate_sequence_number
+
+
+class InvalidProducerEpoch(BrokerError):
+    code = ErrorCode.invalid_producer_epoch
+
+
+class UnknownProducerId(BrokerError):
+    code = ErrorCode.unknown_producer_id
+
+
+class KafkaStorageError(BrokerError):
+    code = ErrorCode.kafka_storage_error
+
+
+class PolicyViolation(BrokerError):
+    code = ErrorCode.policy_violation
+
+
+class RequestTimedOut(BrokerError):
+    code = ErrorCode.request_timed_out
+
+
+class ResourceNotFound(BrokerError):
+    code = ErrorCode.resource_not_found
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """The Kafka error code for an exception raised below the protocol boundary."""
+    if isinstance(exc, BrokerError):
+        return exc.code
+    if isinstance(exc, OSError):
+        return ErrorCode.kafka_storage_error
+    return ErrorCode.unknown_server_error
+
+
+def error_message_for(exc: BaseException) -> str | None:
+    if isinstance(exc, BrokerError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"

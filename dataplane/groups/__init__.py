@@ -1,0 +1,1 @@
+"""Consumer groups (classic protocol) and committed offsets in __consumer_offsets."""

@@ -1,0 +1,161 @@
+"""Fetch (1): serve stored batches from a fetch offset, long-polling for min_bytes.
+
+The handler reads once; if fewer than ``min_bytes`` are ready it waits, up to
+``max_wait``, for an append to any requested partition and reads again. It runs as its own
+task, so a waiting fetch never holds back other requests on the connection. Fetch
+sessions (KIP-227) are not kept: the answer's session id is 0, which tells clients to
+send full fetch requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, error_code_for
+from dataplane.handlers.context import RequestContext
+from dataplane.log.partition_log import PartitionLog
+
+API_KEY = 1
+ZERO = datetime.timedelta(0)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(slots=True)
+class _Wanted:
+    topic: Any
+    partition: int
+    offset: int
+    max_bytes: int
+    plog: PartitionLog | None
+    error: ErrorCode
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    wanted = _resolve(ctx, request)
+    results, total = _read_all(wanted, request.max_bytes)
+    wait_ms = request.max_wait.total_seconds() * 1000
+    if (
+        total >= request.min_bytes
+        or wait_ms <= 0
+        or any(w.error is not ErrorCode.none for w in wanted)
+    ):
+        return _response(ctx, request, wanted, results)
+    return _long_poll(ctx, request, wanted, wait_ms / 1000)
+
+
+async def _long_poll(
+    ctx: RequestContext, request: Any, wanted: list[_Wanted], wait_s: float
+) -> Any:
+    deadline = time.monotonic() + wait_s
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        futures = [w.plog.new_data_future() for w in wanted if w.plog is not None]
+        if not futures:
+            break
+        _, not_done = await asyncio.wait(
+            futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+        )
+        for future in not_done:
+            future.cancel()
+        results, total = _read_all(wanted, request.max_bytes)
+        if total >= request.min_bytes:
+            return _response(ctx, request, wanted, results)
+    results, _ = _read_all(wanted, request.max_bytes)
+    return _response(ctx, request, wanted, results)
+
+
+def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
+    broker = ctx.broker
+    wanted: list[_Wanted] = []
+    for topic in request.topics:
+        name = getattr(topic, "topic", None)
+        topic_id = getattr(topic, "topic_id", None)
+        error = ErrorCode.none
+        if name is None:
+            info = broker.metadata.topics_by_id.get(topic_id)  # type: ignore[arg-type]
+            if info is None:
+                error = ErrorCode.unknown_topic_id
+            else:
+                name = info.name
+        for p in topic.partitions:
+            plog = None
+            perr = error
+            if perr is ErrorCode.none:
+                plog = broker.logs.logs.get((name, p.partition))  # type: ignore[arg-type]
+                if plog is None:
+                    perr = ErrorCode.unknown_topic_or_partition
+            wanted.append(
+                _Wanted(topic, p.partition, p.fetch_offset, p.partition_max_bytes, plog, perr)
+            )
+    return wanted
+
+
+def _read_all(wanted: list[_Wanted], max_bytes: int) -> tuple[list[tuple[ErrorCode, bytes]], int]:
+    results: list[tuple[ErrorCode, bytes]] = []
+    total = 0
+    for w in wanted:
+        if w.plog is None:
+            results.append((w.error, b""))
+            continue
+        budget = min(w.max_bytes, max_bytes - total)
+        if budget <= 0 and total > 0:
+            results.append((ErrorCode.none, b""))
+            continue
+        try:
+            data = w.plog.read(w.offset, max(budget, 1))
+        except BrokerError as exc:
+            results.append((error_code_for(exc), b""))
+            continue
+        total += len(data)
+        results.append((ErrorCode.none, data))
+    return results, total
+
+
+def _response(
+    ctx: RequestContext,
+    request: Any,
+    wanted: list[_Wanted],
+    results: list[tuple[ErrorCode, bytes]],
+) -> Any:
+    by_topic: dict[int, tuple[Any, list[Any]]] = {}
+    for w, (code, data) in zip(wanted, results, strict=True):
+        plog = w.plog
+        hw = plog.high_watermark if plog is not None else -1
+        start = plog.log_start_offset if plog is not None else -1
+        part = ctx.make(
+            "PartitionData",
+            partition_index=w.partition,
+            error_code=code,
+            high_watermark=hw,
+            last_stable_offset=hw,
+            log_start_offset=start,
+            aborted_transactions=None,
+            records=data,
+        )
+        entry = by_topic.setdefault(id(w.topic), (w.topic, []))
+        entry[1].append(part)
+    responses = tuple(
+        ctx.make(
+            "FetchableTopicResponse",
+            topic=getattr(topic, "topic", None),
+            topic_id=getattr(topic, "topic_id", None) or ZERO_UUID,
+            partitions=tuple(parts),
+        )
+        for topic, parts in by_topic.values()
+    )
+    return ctx.make(
+        "FetchResponse",
+        throttle_time=ZERO,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=responses,
+    )

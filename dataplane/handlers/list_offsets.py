@@ -1,0 +1,63 @@
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, error_code_for
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 2
+ZERO = datetime.timedelta(0)
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            try:
+                plog = ctx.broker.logs.get(topic.name, p.partition_index)
+                offset, timestamp = _lookup(plog, p.timestamp)
+                partitions.append(
+                    ctx.make(
+                        "ListOffsetsPartitionResponse",
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.none,
+                        timestamp=timestamp,
+                        offset=offset,
+                        old_style_offsets=(offset,),
+                        leader_epoch=plog.leader_epoch,
+                    )
+                )
+            except BrokerError as exc:
+                partitions.append(
+                    ctx.make(
+                        "ListOffsetsPartitionResponse",
+                        partition_index=p.partition_index,
+                        error_code=error_code_for(exc),
+                        old_style_offsets=(),
+                    )
+                )
+        topics.append(
+            ctx.make("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(partitions))
+        )
+    return ctx.make("ListOffsetsResponse", throttle_time=ZERO, topics=tuple(topics))
+
+
+def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+    if timestamp == LATEST:
+        return plog.high_watermark, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp_offset()
+        return found if found is not None else (-1, -1)
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    return found

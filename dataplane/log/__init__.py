@@ -1,0 +1,1 @@
+"""Partition logs: segments of record batches with sparse offset and time indexes."""

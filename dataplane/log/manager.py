@@ -1,0 +1,164 @@
+"""All partition logs of a broker: directories, effective topic configs, fsync batching.
+
+Partition directories are ``DATA_DIR/TOPIC-PARTITION`` as in Kafka. The flusher gives
+``log.flush.policy=fsync`` its group commit: every produce that needs durability waits
+for the next fsync round, and one round covers every write made before it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dataplane.config import TOPIC_CONFIGS, BrokerConfig
+from dataplane.errors import UnknownTopicOrPartition
+from dataplane.log.partition_log import PartitionLog
+from dataplane.metadata import MetadataStore, TopicInfo
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(self, config: BrokerConfig, metadata: MetadataStore) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.data_dir = Path(config.data_dir)
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self._flush_waiters: list[asyncio.Future[None]] = []
+        self._flush_task: asyncio.Task[None] | None = None
+        self._dirty: set[PartitionLog] = set()
+
+    # ------------------------------------------------------------------ configs
+
+    def topic_config(self, topic: str, key: str) -> Any:
+        info = self.metadata.topics.get(topic)
+        if info is not None and key in info.configs:
+            return TOPIC_CONFIGS[key].parse(info.configs[key])
+        return self.config.topic_default(key)
+
+    def effective_configs(self, topic: str) -> dict[str, Any]:
+        return {key: self.topic_config(topic, key) for key in TOPIC_CONFIGS}
+
+    # ------------------------------------------------------------------ partitions
+
+    def open_all(self) -> None:
+        started = time.monotonic()
+        for info in self.metadata.topics.values():
+            self.ensure_partitions(info)
+        log.info("opened %d partition logs in %.2fs", len(self.logs), time.monotonic() - started)
+
+    def ensure_partitions(self, info: TopicInfo) -> None:
+        for partition in range(info.partitions):
+            if (info.name, partition) not in self.logs:
+                self.logs[(info.name, partition)] = self._open(info.name, partition)
+
+    def _open(self, topic: str, partition: int) -> PartitionLog:
+        directory = self.data_dir / f"{topic}-{partition}"
+
+        def view(key: str, _topic: str = topic) -> Any:
+            return self.topic_config(_topic, key)
+
+        return PartitionLog(
+            directory,
+            topic,
+            partition,
+            view,
+            max_producer_entries=int(self.config["max.producer.state.entries"]),
+        )
+
+    def get(self, topic: str, partition: int) -> PartitionLog:
+        try:
+            return self.logs[(topic, partition)]
+        except KeyError:
+            raise UnknownTopicOrPartition(
+                f"this broker has no partition {partition} of topic {topic!r}"
+            ) from None
+
+    def partitions_of(self, topic: str) -> Iterator[PartitionLog]:
+        info = self.metadata.topics.get(topic)
+        if info is None:
+            return
+        for partition in range(info.partitions):
+            found = self.logs.get((topic, partition))
+            if found is not None:
+                yield found
+
+    async def remove_topic(self, info: TopicInfo) -> None:
+        """Close and delete a topic's partition directories (renamed first, as Kafka)."""
+        doomed: list[Path] = []
+        for partition in range(info.partitions):
+            plog = self.logs.pop((info.name, partition), None)
+            if plog is None:
+                continue
+            plog.close()
+            self._dirty.discard(plog)
+            target = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}-delete")
+            plog.directory.rename(target)
+            doomed.append(target)
+        await asyncio.to_thread(_remove_all, doomed)
+
+    def remove_leftover_deletions(self) -> None:
+        for path in self.data_dir.glob("*-delete"):
+            shutil.rmtree(path, ignore_errors=True)
+
+    # ------------------------------------------------------------------ durability
+
+    @property
+    def fsync_on_append(self) -> bool:
+        return bool(self.config["log.flush.policy"] == "fsync")
+
+    def sync(self, plog: PartitionLog) -> asyncio.Future[None]:
+        """A future that resolves once everything written so far to ``plog`` is fsynced."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._dirty.add(plog)
+        self._flush_waiters.append(future)
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush_rounds())
+        return future
+
+    async def _flush_rounds(self) -> None:
+        while self._flush_waiters:
+            waiters, self._flush_waiters = self._flush_waiters, []
+            dirty, self._dirty = self._dirty, set()
+            fds = [p.active.fd for p in dirty if p.active.fd >= 0]
+            try:
+                await asyncio.to_thread(_fsync_all, fds)
+            except OSError as exc:
+                log.error("fsync failed: %s", exc)
+                for future in waiters:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for plog in dirty:
+                plog.dirty = False
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    def close(self) -> None:
+        for plog in self.logs.values():
+            try:
+                plog.close_cleanly()
+            except OSError as exc:
+                log.error("closing %s-%d: %s", plog.topic, plog.partition, exc)
+        self.logs.clear()
+
+
+def _fsync_all(fds: list[int]) -> None:
+    import os
+
+    for fd in fds:
+        os.fsync(fd)
+
+
+def _remove_all(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,105 @@
+"""Idempotent-producer state of one partition: sequence checks and deduplication.
+
+For each producer id the partition remembers its epoch and the last few batches it
+wrote (first and last sequence, first and last offset). A retried batch that matches one
+of them is acknowledged with its original offsets and not written again; a gap in the
+sequence is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH.
+The state is rebuilt from batch headers on start-up (it is derived from the log).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from dataplane.errors import InvalidProducerEpoch, OutOfOrderSequence
+from dataplane.protocol.record_batch import NO_SEQUENCE, BatchHeader
+
+SEQUENCE_MODULUS = 0x80000000
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=5))
+    last_timestamp_ms: int = 0
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+
+class ProducerStateTable:
+    """Per-partition producer table. ``check`` before append, ``record`` after."""
+
+    def __init__(self, max_entries: int = 5) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+        self.max_entries = max_entries
+
+    def check(self, header: BatchHeader) -> BatchMetadata | None:
+        """Validate a batch; return the original metadata when it is a duplicate."""
+        pid = header.producer_id
+        if pid < 0:
+            return None
+        entry = self.producers.get(pid)
+        first, last = header.base_sequence, header.last_sequence
+        if entry is None:
+            if first not in (0, NO_SEQUENCE):
+                raise OutOfOrderSequence(
+                    f"producer {pid} is unknown to this partition and starts at sequence "
+                    f"{first}, expected 0"
+                )
+            return None
+        if header.producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(
+                f"producer {pid} epoch {header.producer_epoch} is older than {entry.epoch}"
+            )
+        if header.producer_epoch > entry.epoch:
+            if first not in (0, NO_SEQUENCE):
+                raise OutOfOrderSequence(
+                    f"producer {pid} new epoch {header.producer_epoch} must start at sequence 0"
+                )
+            return None
+        for meta in entry.batches:
+            if meta.first_seq == first and meta.last_seq == last:
+                return meta
+        expected = (entry.last_seq + 1) % SEQUENCE_MODULUS
+        if entry.last_seq != NO_SEQUENCE and first != expected:
+            raise OutOfOrderSequence(f"producer {pid} sent sequence {first}, expected {expected}")
+        return None
+
+    def record(self, header: BatchHeader) -> None:
+        """Remember an appended batch (its header carries the assigned offsets)."""
+        pid = header.producer_id
+        if pid < 0:
+            return
+        entry = self.producers.get(pid)
+        if entry is None or header.producer_epoch > entry.epoch:
+            entry = ProducerEntry(header.producer_epoch, deque(maxlen=self.max_entries))
+            self.producers[pid] = entry
+        elif header.producer_epoch < entry.epoch:
+            return
+        entry.batches.append(
+            BatchMetadata(
+                header.base_sequence,
+                header.last_sequence,
+                header.base_offset,
+                header.last_offset,
+                header.max_timestamp,
+            )
+        )
+        entry.last_timestamp_ms = header.max_timestamp
+
+    def expire(self, now_ms: int, max_idle_ms: int) -> None:
+        stale = [p for p, e in self.producers.items() if now_ms - e.last_timestamp_ms > max_idle_ms]
+        for pid in stale:
+            del self.producers[pid]

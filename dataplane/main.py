@@ -1,0 +1,108 @@
+"""``sluice-broker``: run one broker in the foreground.
+
+    sluice-broker --data-dir DIR --listen HOST:PORT [--config FILE] [--set key=value ...]
+
+Logs go to stderr. SIGTERM or SIGINT stop it cleanly: the listener closes, logs are
+fsynced and their indexes written, so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from dataplane.config import BrokerConfig, read_properties
+from dataplane.errors import InvalidConfig
+
+log = logging.getLogger("sluice.broker")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sluice-broker", description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", required=True, help="directory for logs and metadata")
+    parser.add_argument("--listen", required=True, help="HOST:PORT of the Kafka listener")
+    parser.add_argument("--config", help="properties file of broker settings (key=value)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting; repeatable; overrides --config",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    return parser.parse_args(argv)
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    overrides: dict[str, str] = {}
+    if args.config:
+        try:
+            overrides.update(read_properties(Path(args.config).read_text().splitlines()))
+        except OSError as exc:
+            raise InvalidConfig(f"cannot read --config {args.config}: {exc.strerror}") from exc
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidConfig(f"--set expects key=value, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return BrokerConfig.build(data_dir=args.data_dir, listen=args.listen, overrides=overrides)
+
+
+async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+    from dataplane.broker import Broker
+    from dataplane.server import KafkaServer
+
+    broker = Broker(config)
+    await broker.start()
+    server = KafkaServer(broker)
+    await server.start()
+    log.info(
+        "broker %d listening on %s:%d (data in %s)",
+        broker.node_id,
+        config.listen_host,
+        server.port,
+        config.data_dir,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    log.info("stopping")
+    await server.stop()
+    await broker.stop()
+    log.info("stopped cleanly")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = build_config(args)
+    except InvalidConfig as exc:
+        print(f"sluice-broker: {exc.message}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        uvloop.run(serve(config))
+    except OSError as exc:
+        print(f"sluice-broker: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

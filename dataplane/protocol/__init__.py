@@ -1,0 +1,1 @@
+"""Bytes <-> typed values: Kafka framing, request/response codecs, record batches."""

@@ -1,0 +1,401 @@
+"""Record batches (magic v2), the unit the log stores and serves.
+
+Binary layout of one batch (all integers big-endian)::
+
+    offset  size  field
+    0       8     baseOffset            patched by the broker on append
+    8       4     batchLength           bytes after this field
+    12      4     partitionLeaderEpoch  patched by the broker on append
+    16      1     magic                 always 2
+    17      4     crc                   CRC-32C of bytes 21..end
+    21      2     attributes            bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
+                                        4 transactional, 5 control, 6 has delete horizon
+    23      4     lastOffsetDelta
+    27      8     baseTimestamp         (the delete horizon when bit 6 is set)
+    35      8     maxTimestamp
+    43      8     producerId
+    51      2     producerEpoch
+    53      4     baseSequence
+    57      4     recordCount
+    61      ...   records, compressed as one block when the codec is not 0
+
+One record inside the (decompressed) records block::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint | key | valueLength varint | value |
+    headerCount varint | [keyLength varint | key | valueLength varint | value]...
+
+Lengths of -1 mean null. Varints are zig-zag encoded.
+
+The broker validates the header and CRC on produce, patches baseOffset and
+partitionLeaderEpoch (the CRC does not cover them) and never re-encodes records on the
+hot path. Records are decoded only where the broker must look inside (compaction,
+internal topics, tests).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import cramjam
+import crc32c
+
+from dataplane.errors import CorruptRecord, UnsupportedCompression, UnsupportedMessageFormat
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted in batchLength
+CRC_START = 21
+MAGIC_OFFSET = 16
+
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+
+CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The fixed 61-byte header of one record batch, plus where it sits in its buffer."""
+
+    position: int
+    """Byte position of the batch in the buffer it was parsed from."""
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % 0x80000000
+
+
+def parse_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+    """Parse the batch header at ``position``. The caller checks there are 61 bytes."""
+    return BatchHeader(position, *HEADER.unpack_from(buf, position))
+
+
+def iter_headers(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
+    """Headers of the complete batches in ``buf``; stops at a partial trailing batch."""
+    position = 0
+    end = len(buf)
+    while position + HEADER_SIZE <= end:
+        header = parse_header(buf, position)
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size > end:
+            return
+        yield header
+        position += header.size
+
+
+def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """Validate every batch of a produce request's records and return their headers.
+
+    Raises CorruptRecord for a bad CRC, truncated data or inconsistent lengths,
+    UnsupportedMessageFormat for magic < 2 and UnsupportedCompression for unknown codecs.
+    """
+    headers: list[BatchHeader] = []
+    position = 0
+    end = len(buf)
+    view = memoryview(buf)
+    while position < end:
+        if end - position < HEADER_SIZE:
+            if end - position > MAGIC_OFFSET and view[position + MAGIC_OFFSET] < 2:
+                raise UnsupportedMessageFormat("message format v0/v1 is not supported; use v2")
+            raise CorruptRecord(f"truncated record batch at byte {position}")
+        header = parse_header(buf, position)
+        if header.magic != 2:
+            raise UnsupportedMessageFormat(
+                f"record batch magic {header.magic} is not supported; clients must send magic v2"
+            )
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or position + header.size > end:
+            raise CorruptRecord(
+                f"record batch length {header.batch_length} does not fit the request"
+            )
+        if header.codec > CODEC_ZSTD:
+            raise UnsupportedCompression(f"unknown compression codec {header.codec}")
+        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+            raise CorruptRecord(
+                f"record count {header.record_count} does not match last offset delta "
+                f"{header.last_offset_delta}"
+            )
+        actual = crc32c.crc32c(view[position + CRC_START : position + header.size])
+        if actual != header.crc:
+            raise CorruptRecord(
+                f"record batch CRC mismatch: header says {header.crc:#010x}, "
+                f"data gives {actual:#010x}"
+            )
+        headers.append(header)
+        position += header.size
+    if not headers:
+        raise CorruptRecord("produce request carries no record batch")
+    return headers
+
+
+def patch_offsets(buf: bytearray, header: BatchHeader, base_offset: int, leader_epoch: int) -> None:
+    """Write the broker-assigned base offset and leader epoch into a batch in ``buf``."""
+    _I64.pack_into(buf, header.position, base_offset)
+    _I32.pack_into(buf, header.position + 12, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray, header: BatchHeader, timestamp_ms: int) -> None:
+    """Stamp a batch with LogAppendTime (attribute bit 3, maxTimestamp) and fix its CRC."""
+    p = header.position
+    struct.pack_into(">h", buf, p + 21, header.attributes | TIMESTAMP_TYPE_BIT)
+    _I64.pack_into(buf, p + 35, timestamp_ms)
+    crc = crc32c.crc32c(memoryview(buf)[p + CRC_START : p + header.size])
+    struct.pack_into(">I", buf, p + 17, crc)
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record with absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecord("varint too long")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)
+    while raw & ~0x7F:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    if data[:8] != _XERIAL_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()
+    pos = 16  # magic, version, compatible version
+    while pos < len(data):
+        (length,) = _I32.unpack_from(data, pos)
+        pos += 4
+        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + length]))
+        pos += length
+    return bytes(out)
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    """The records block of a batch, decompressed."""
+    try:
+        if codec == CODEC_NONE:
+            return data
+        if codec == CODEC_GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == CODEC_SNAPPY:
+            return _snappy_decompress(data)
+        if codec == CODEC_LZ4:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == CODEC_ZSTD:
+            return bytes(cramjam.zstd.decompress(data))
+    except Exception as exc:  # the codec libraries raise their own error types
+        raise CorruptRecord(f"cannot decompress {CODEC_NAMES[codec]} batch: {exc}") from exc
+    raise UnsupportedCompression(f"unknown compression codec {codec}")
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_NONE:
+        return data
+    if codec == CODEC_GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == CODEC_SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == CODEC_LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == CODEC_ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise UnsupportedCompression(f"unknown compression codec {codec}")
+
+
+def decode_records(batch: bytes | memoryview) -> list[Record]:
+    """Decode every record of one whole batch (header included)."""
+    header = parse_header(batch, 0)
+    body = decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
+    records: list[Record] = []
+    pos = 0
+    try:
+        for _ in range(header.record_count):
+            length, pos = _read_varint(body, pos)
+            end = pos + length
+            pos += 1  # record attributes, unused
+            ts_delta, pos = _read_varint(body, pos)
+            offset_delta, pos = _read_varint(body, pos)
+            key_len, pos = _read_varint(body, pos)
+            key = None if key_len < 0 else body[pos : pos + key_len]
+            pos += max(key_len, 0)
+            value_len, pos = _read_varint(body, pos)
+            value = None if value_len < 0 else body[pos : pos + value_len]
+            pos += max(value_len, 0)
+            header_count, pos = _read_varint(body, pos)
+            headers = []
+            for _ in range(header_count):
+                hk_len, pos = _read_varint(body, pos)
+                hk = body[pos : pos + hk_len].decode("utf-8", "replace")
+                pos += hk_len
+                hv_len, pos = _read_varint(body, pos)
+                hv = None if hv_len < 0 else body[pos : pos + hv_len]
+                pos += max(hv_len, 0)
+                headers.append((hk, hv))
+            if pos != end:
+                raise CorruptRecord("record length does not match its fields")
+            timestamp = (
+                header.max_timestamp if header.log_append_time else header.base_timestamp + ts_delta
+            )
+            records.append(
+                Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
+            )
+    except IndexError as exc:
+        raise CorruptRecord("truncated record inside batch") from exc
+    return records
+
+
+def encode_batch(
+    records: Sequence[tuple[bytes | None, bytes | None] | Record],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int = 0,
+    codec: int = CODEC_NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+    leader_epoch: int = -1,
+) -> bytes:
+    """Build one batch. Used for internal topics, compaction output and tests.
+
+    ``records`` are (key, value) pairs placed at consecutive offsets, or Record values whose
+    offsets and timestamps are kept (relative to the first record).
+    """
+    body = bytearray()
+    first_ts = timestamp_ms
+    max_ts = timestamp_ms
+    last_delta = 0
+    first = records[0] if records else None
+    if isinstance(first, Record):
+        first_ts = max_ts = first.timestamp
+    for i, item in enumerate(records):
+        headers: tuple[tuple[str, bytes | None], ...] = ()
+        if isinstance(item, Record):
+            key, value, headers = item.key, item.value, item.headers
+            delta, ts = item.offset - base_offset, item.timestamp
+        else:
+            key, value = item
+            delta, ts = i, timestamp_ms
+        max_ts = max(max_ts, ts)
+        last_delta = delta
+        rec = bytearray(b"\x00")
+        _write_varint(rec, ts - first_ts)
+        _write_varint(rec, delta)
+        for field in (key, value):
+            if field is None:
+                _write_varint(rec, -1)
+            else:
+                _write_varint(rec, len(field))
+                rec += field
+        _write_varint(rec, len(headers))
+        for hk, hv in headers:
+            hkb = hk.encode()
+            _write_varint(rec, len(hkb))
+            rec += hkb
+            if hv is None:
+                _write_varint(rec, -1)
+            else:
+                _write_varint(rec, len(hv))
+                rec += hv
+        _write_varint(body, len(rec))
+        body += rec
+    payload = compress(codec, bytes(body))
+    attrs = (attributes & ~CODEC_MASK) | codec
+    tail = (
+        struct.pack(
+            ">hiqqqhii",
+            attrs,
+            last_delta,
+            first_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + payload
+    )
+    crc = crc32c.crc32c(tail)
+    batch_length = 4 + 1 + 4 + len(tail)
+    return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, 2, crc) + tail

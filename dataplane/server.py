@@ -1,0 +1,221 @@
+"""The Kafka listener: framing, per-connection pipelining, ordered responses.
+
+Each connection reads frames as they arrive and hands every request to its handler at
+once, so a long-poll fetch or an fsync wait never blocks the requests behind it on the
+same connection; responses are written strictly in request order, as Kafka requires.
+Malformed frames, oversized frames and unknown API keys or versions close the
+connection with a log line, as Kafka does (ApiVersions answers an unknown version with
+UNSUPPORTED_VERSION instead, so clients can fall back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+from collections import deque
+from typing import Any, cast
+
+from dataplane.broker import Broker
+from dataplane.handlers import HANDLERS, SUPPORTED_VERSIONS
+from dataplane.handlers.api_versions import unsupported_version_response
+from dataplane.handlers.context import RequestContext
+from dataplane.protocol.codec import decode_request, encode_response, peek_header
+
+log = logging.getLogger(__name__)
+
+SIZE = struct.Struct(">i")
+API_VERSIONS = 18
+MIN_FRAME = 8  # api_key, api_version, correlation_id
+
+
+class _Slot:
+    """One response position in the connection's ordered output queue."""
+
+    __slots__ = ("chunks", "done")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] | None = None
+        self.done = False
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
+        self.broker = broker
+        self.connections = connections
+        self.max_frame = int(broker.config["socket.request.max.bytes"])
+        self.max_queued = int(broker.config["queued.max.requests.per.connection"])
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._buf = bytearray()
+        self._queue: deque[_Slot] = deque()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.connections.discard(self)
+        for task in self._tasks:
+            task.cancel()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        assert self.transport is not None
+        should_pause = self._writing_paused or len(self._queue) >= self.max_queued
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._reading_paused and not self._closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # ------------------------------------------------------------------ framing
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4 and not self._closed:
+            (size,) = SIZE.unpack_from(buf, pos)
+            if size < MIN_FRAME or size > self.max_frame:
+                self.close(
+                    f"frame of {size} bytes is outside [{MIN_FRAME}, {self.max_frame}] "
+                    "(socket.request.max.bytes)"
+                )
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            self._handle_frame(frame)
+        if pos:
+            del buf[:pos]
+
+    def _handle_frame(self, frame: bytes) -> None:
+        head = peek_header(frame)
+        key, version = head.api_key, head.api_version
+        handler = HANDLERS.get(key)
+        if handler is None:
+            self.close(f"unknown or unsupported API key {key}")
+            return
+        low, high = SUPPORTED_VERSIONS[key]
+        if not low <= version <= high:
+            if key == API_VERSIONS:
+                self._enqueue_ready(head.correlation_id, unsupported_version_response())
+                return
+            self.close(f"API key {key} version {version} is not supported (range {low}-{high})")
+            return
+        try:
+            header, request = decode_request(frame, key, version)
+        except Exception as exc:  # kio raises a variety of errors on malformed input
+            self.close(f"malformed request (API {key} v{version}): {type(exc).__name__}: {exc}")
+            return
+        ctx = RequestContext(
+            self.broker, key, version, head.correlation_id, header.client_id, self.peer
+        )
+        try:
+            result = handler(ctx, request)
+        except Exception:
+            log.exception("handler of API %d v%d failed; closing %s", key, version, self.peer)
+            self.close("internal error")
+            return
+        if inspect.isawaitable(result):
+            slot = _Slot()
+            self._queue.append(slot)
+            task = asyncio.ensure_future(self._await(slot, head.correlation_id, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            self._update_reading()
+        elif result is not None:
+            self._enqueue_ready(head.correlation_id, result)
+
+    def _enqueue_ready(self, correlation_id: int, response: Any) -> None:
+        if not self._queue and self.transport is not None:
+            self.transport.writelines(encode_response(correlation_id, response))
+            return
+        slot = _Slot()
+        slot.chunks = encode_response(correlation_id, response)
+        slot.done = True
+        self._queue.append(slot)
+        self._drain()
+
+    async def _await(self, slot: _Slot, correlation_id: int, awaitable: Any) -> None:
+        try:
+            response = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("request %d from %s failed", correlation_id, self.peer)
+            self.close("internal error")
+            return
+        slot.chunks = encode_response(correlation_id, response) if response is not None else []
+        slot.done = True
+        self._drain()
+
+    def _drain(self) -> None:
+        queue = self._queue
+        while queue and queue[0].done:
+            slot = queue.popleft()
+            if slot.chunks and self.transport is not None and not self._closed:
+                self.transport.writelines(slot.chunks)
+        if self.transport is not None and not self._closed:
+            self._update_reading()
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.connections: set[KafkaConnection] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        config = self.broker.config
+        self.server = await loop.create_server(
+            lambda: KafkaConnection(self.broker, self.connections),
+            config.listen_host,
+            config.listen_port,
+            reuse_address=True,
+            backlog=1024,
+        )
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self.server is not None:
+            await self.server.wait_closed()

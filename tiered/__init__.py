@@ -1,0 +1,1 @@
+"""tiered: see README.md."""

@@ -1,0 +1,1 @@
+"""transforms: see README.md."""
