@@ -107,7 +107,7 @@ def _response_writer(cls: Any) -> Any:
 
 def encode_response(correlation_id: int, response: Any) -> list[bytes]:
     """Frame ``response`` for the wire; returns chunks for ``transport.writelines``."""
-    cls = type(response)
+    cls: Any = type(response)
     buffer = ChunkBuffer()
     buffer.write(CORRELATION.pack(correlation_id))
     if cls.__header_schema__.__flexible__:
