@@ -55,22 +55,20 @@ async def _long_poll(
 ) -> Any:
     deadline = time.monotonic() + wait_s
     while True:
+        # Read first: requests behind this one on the connection may have appended
+        # between the handler's first read and this task's start.
+        results, total = _read_all(wanted, request.max_bytes)
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
+        if total >= request.min_bytes or remaining <= 0:
+            return _response(ctx, request, wanted, results)
         futures = [w.plog.new_data_future() for w in wanted if w.plog is not None]
         if not futures:
-            break
+            return _response(ctx, request, wanted, results)
         _, not_done = await asyncio.wait(
             futures, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
         )
         for future in not_done:
             future.cancel()
-        results, total = _read_all(wanted, request.max_bytes)
-        if total >= request.min_bytes:
-            return _response(ctx, request, wanted, results)
-    results, _ = _read_all(wanted, request.max_bytes)
-    return _response(ctx, request, wanted, results)
 
 
 def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:

@@ -1,0 +1,76 @@
+"""Helpers to build protocol requests for raw-client tests."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+
+def produce_request(
+    topic: str, records: bytes, *, partition: int = 0, acks: int = -1, timeout_ms: int = 5000
+) -> ProduceRequest:
+    return ProduceRequest(
+        acks=acks,  # type: ignore[arg-type]
+        timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
+        topic_data=(
+            TopicProduceData(
+                name=topic,  # type: ignore[arg-type]
+                partition_data=(PartitionProduceData(index=partition, records=records),),  # type: ignore[arg-type]
+            ),
+        ),
+    )
+
+
+def fetch_request(
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1,  # type: ignore[arg-type]
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),  # type: ignore[arg-type]
+        min_bytes=min_bytes,  # type: ignore[arg-type]
+        max_bytes=max_bytes,  # type: ignore[arg-type]
+        isolation_level=0,  # type: ignore[arg-type]
+        session_id=0,  # type: ignore[arg-type]
+        session_epoch=-1,  # type: ignore[arg-type]
+        topics=(
+            FetchTopic(
+                topic=topic,  # type: ignore[arg-type]
+                partitions=(
+                    FetchPartition(
+                        partition=partition,  # type: ignore[arg-type]
+                        fetch_offset=offset,  # type: ignore[arg-type]
+                        partition_max_bytes=max_bytes,  # type: ignore[arg-type]
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def metadata_request(*topics: str) -> MetadataRequest:
+    return MetadataRequest(
+        topics=tuple(MetadataRequestTopic(name=t, topic_id=None) for t in topics),  # type: ignore[arg-type]
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+
+
+def partition_response(response: Any) -> Any:
+    """The single partition of a single-topic produce or fetch response."""
+    topics = response.responses
+    assert len(topics) == 1
+    parts = getattr(topics[0], "partition_responses", None) or topics[0].partitions
+    assert len(parts) == 1
+    return parts[0]
