@@ -50,7 +50,8 @@ def _end_offset(bootstrap: str, topic: str) -> int:
 
 
 def _assert_alive_and_intact(broker: BrokerProcess, topic: str, end: int) -> None:
-    assert broker.proc is not None and broker.proc.poll() is None, broker.logs()
+    assert broker.proc is not None
+    assert broker.proc.poll() is None, broker.logs()
     assert _end_offset(broker.bootstrap, topic) == end
 
 
