@@ -96,8 +96,8 @@ def main() -> None:
         while len(seen) < COUNT and time.monotonic() - started < 60:
             for msg in consumer.consume(1000, timeout=1):
                 if msg.error() is None:
-                    key = msg.key().decode()
-                    if msg.value().decode() != f"record {key[4:]}":
+                    key = (msg.key() or b"").decode()
+                    if (msg.value() or b"").decode() != f"record {key[4:]}":
                         sys.exit(f"demo: wrong value for {key}")
                     seen.add(key)
         consumer.close()

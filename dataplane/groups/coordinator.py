@@ -1,16 +1,419 @@
-"""Placeholder group coordinator (replaced by the full implementation)."""
+"""The group coordinator: what the group handlers call.
+
+It ties together the rebalance state machines (``membership``), the committed offsets
+(``offsets``) and their log (``storage``: the compacted ``__consumer_offsets`` topic):
+
+- ``start`` creates ``__consumer_offsets`` on first start, replays it (offset commits,
+  group metadata, tombstones) to rebuild groups and offsets, restarts member sessions and
+  starts the offset-expiry loop; ``stop`` cancels every timer and parked request.
+- Offset commits are validated against the group (Kafka's rules: a generation and member
+  for group members, generation -1 for simple consumers of an Empty group), written as
+  records and then applied; with ``log.flush.policy=fsync`` the answer waits for the fsync.
+- Deleting a group writes tombstones for its offsets and its metadata.
+
+Methods raise ``dataplane.errors`` types for request-wide errors; per-item errors are
+returned as values. The handlers map them to Kafka error codes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dataplane.errors import (
+    BrokerError,
+    CoordinatorNotAvailable,
+    CorruptRecord,
+    GroupIdNotFound,
+    IllegalGeneration,
+    InvalidRequest,
+    NonEmptyGroup,
+    OffsetMetadataTooLarge,
+    RebalanceInProgress,
+    UnknownMemberId,
+)
+from dataplane.groups.group import ClassicGroup, GroupState, Member
+from dataplane.groups.membership import Membership
+from dataplane.groups.offsets import CommittedOffset, OffsetStore
+from dataplane.groups.records import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_offset_key,
+    encode_offset_value,
+)
+from dataplane.groups.storage import OFFSETS_TOPIC, OffsetsTopic, Record
+
+if TYPE_CHECKING:
+    from dataplane.broker import Broker
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600000
+"""Kafka's offsets.retention.check.interval.ms default."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitEntry:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    errors: list[BrokerError | None]
+    """One per entry, in order."""
+    durable: asyncio.Future[None] | None
+    """Resolves when the records are fsynced (log.flush.policy=fsync), else None."""
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.storage = OffsetsTopic(broker)
+        self.membership = Membership(broker.config, self.storage)
+        self.offsets = OffsetStore()
+        self._expiry_task: asyncio.Task[None] | None = None
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        return self.membership.groups
+
+    @property
+    def active(self) -> bool:
+        return self.membership.active
+
+    # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        return None
+        started = time.monotonic()
+        self.storage.ensure()
+        count = 0
+        for key, value in self.storage.replay():
+            self._replay(key, value)
+            count += 1
+        self.membership.active = True
+        self.membership.on_loaded()
+        log.info(
+            "group coordinator loaded %d records of %s (%d groups) in %.2fs",
+            count,
+            OFFSETS_TOPIC,
+            len(self.groups),
+            time.monotonic() - started,
+        )
+        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop())
 
     async def stop(self) -> None:
-        return None
+        self.membership.shutdown()
+        task, self._expiry_task = self._expiry_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _replay(self, key: bytes, value: bytes | None) -> None:
+        try:
+            decoded = decode_key(key)
+            if isinstance(decoded, OffsetKey):
+                if value is None:
+                    self.offsets.delete(decoded.group, decoded.topic, decoded.partition)
+                    return
+                v = decode_offset_value(value)
+                self.offsets.put(
+                    decoded.group,
+                    decoded.topic,
+                    decoded.partition,
+                    CommittedOffset(
+                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                    ),
+                )
+                self.membership.get_or_create(decoded.group)  # a simple group, if none yet
+            elif isinstance(decoded, GroupKey):
+                if value is None:
+                    self.groups.pop(decoded.group, None)
+                else:
+                    self.groups[decoded.group] = group_from_record(
+                        decoded.group, decode_group_value(value)
+                    )
+        except CorruptRecord as exc:
+            log.error("skipping unreadable %s record: %s", OFFSETS_TOPIC, exc)
+
+    # ------------------------------------------------------------------ coordinator lookup
+
+    def find_coordinator(self, key_type: int, key: str) -> tuple[int, str, int]:
+        """(node id, host, port) of the coordinator for ``key``."""
+        if key_type == GROUP_KEY_TYPE:
+            if not self.active or self.storage.log_for(key) is None:
+                raise CoordinatorNotAvailable()
+            host, port = self.broker.advertised
+            return self.broker.node_id, host, port
+        if key_type == TRANSACTION_KEY_TYPE:
+            raise CoordinatorNotAvailable("the transaction coordinator is not running")
+        raise InvalidRequest(f"unknown coordinator key type {key_type}")
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        entries: list[OffsetCommitEntry],
+        *,
+        api_version: int,
+        retention_ms: int = -1,
+    ) -> CommitOutcome:
+        """Validate against the group, write the records, then apply them."""
+        if not self.active:
+            raise CoordinatorNotAvailable()
+        group = self._validate_commit(group_id, generation, member_id, instance_id, api_version)
+        member = group.members.get(member_id)
+        if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            self.membership.reschedule_heartbeat(group, member)  # a commit keeps the session
+        now = int(time.time() * 1000)
+        expire = now + retention_ms if retention_ms != -1 else -1
+        limit = int(self.broker.config["offset.metadata.max.bytes"])
+        errors: list[BrokerError | None] = []
+        records: list[Record] = []
+        applied: list[tuple[OffsetCommitEntry, CommittedOffset]] = []
+        for entry in entries:
+            metadata = entry.metadata
+            if metadata is not None and _java_length(metadata) > limit:
+                errors.append(
+                    OffsetMetadataTooLarge(
+                        f"commit metadata is longer than offset.metadata.max.bytes={limit}"
+                    )
+                )
+                continue
+            value = CommittedOffset(entry.offset, entry.leader_epoch, metadata or "", now, expire)
+            records.append(
+                (
+                    encode_offset_key(group_id, entry.topic, entry.partition),
+                    encode_offset_value(
+                        OffsetValue(value.offset, value.leader_epoch, value.metadata, now, expire)
+                    ),
+                )
+            )
+            applied.append((entry, value))
+            errors.append(None)
+        durable = self.storage.append(group_id, records) if records else None
+        for entry, value in applied:
+            self.offsets.put(group_id, entry.topic, entry.partition, value)
+        return CommitOutcome(errors, durable)
+
+    def _validate_commit(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        api_version: int,
+    ) -> ClassicGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                return self.membership.get_or_create(group_id)  # a simple consumer group
+            if api_version >= 9:
+                raise GroupIdNotFound(f"group {group_id} not found")
+            raise IllegalGeneration(f"group {group_id} not found")
+        if group.is_in(GroupState.DEAD):
+            raise CoordinatorNotAvailable()
+        if generation < 0 and group.is_in(GroupState.EMPTY):
+            return group
+        if generation >= 0 or member_id or instance_id is not None:
+            group.validate_member(member_id, instance_id)
+            if generation != group.generation_id:
+                raise IllegalGeneration(
+                    f"generation {generation} is not the group's {group.generation_id}"
+                )
+        elif not group.is_in(GroupState.EMPTY):
+            raise UnknownMemberId("only an empty group takes commits without a member id")
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            raise RebalanceInProgress("the group is completing a rebalance")
+        return group
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+        """Committed offsets of the given partitions (None: of every committed partition)."""
+        if not self.active:
+            raise CoordinatorNotAvailable()
+        group = self.groups.get(group_id)
+        known = group is not None and not group.is_in(GroupState.DEAD)
+        if topics is None:
+            if not known:
+                return []
+            return [
+                (topic, list(partitions.items()))
+                for topic, partitions in self.offsets.topics(group_id).items()
+            ]
+        return [
+            (
+                topic,
+                [(p, self.offsets.get(group_id, topic, p) if known else None) for p in partitions],
+            )
+            for topic, partitions in topics
+        ]
+
+    # ------------------------------------------------------------------ group admin
+
+    def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[ClassicGroup]:
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        if wanted_types and "classic" not in wanted_types:
+            return []
+        return [
+            g
+            for g in self.groups.values()
+            if not wanted_states or g.state.value.lower() in wanted_states
+        ]
+
+    def describe_group(self, group_id: str) -> ClassicGroup:
+        if not self.active:
+            raise CoordinatorNotAvailable()
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            raise GroupIdNotFound(f"Group {group_id} not found.")
+        return group
+
+    def delete_groups(
+        self, group_ids: list[str]
+    ) -> tuple[list[BrokerError | None], list[asyncio.Future[None]]]:
+        """Per-group errors, and the fsync futures of the tombstones written."""
+        if not self.active:
+            raise CoordinatorNotAvailable()
+        errors: list[BrokerError | None] = []
+        durable: list[asyncio.Future[None]] = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            try:
+                if group is None or group.is_in(GroupState.DEAD):
+                    raise GroupIdNotFound(f"group {group_id} not found")
+                if not group.is_in(GroupState.EMPTY):
+                    raise NonEmptyGroup(f"group {group_id} has members")
+                future = self._delete(group)
+            except BrokerError as exc:
+                errors.append(exc)
+                continue
+            if future is not None:
+                durable.append(future)
+            errors.append(None)
+        return errors, durable
+
+    def _delete(self, group: ClassicGroup) -> asyncio.Future[None] | None:
+        gid = group.group_id
+        records: list[Record] = [
+            (encode_offset_key(gid, topic, partition), None)
+            for topic, partition, _ in self.offsets.entries(gid)
+        ]
+        records.append((encode_group_key(gid), None))
+        future = self.storage.append(gid, records)
+        self.offsets.remove_group(gid)
+        self.membership.forget(group)
+        log.info("deleted group %s", gid)
+        return future
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Forget every group's committed offsets of a deleted topic (tombstones), as Kafka."""
+        for group_id in self.offsets.groups():
+            doomed = [(t, p) for t, p, _ in self.offsets.entries(group_id) if t == topic]
+            if not doomed:
+                continue
+            for t, p in doomed:
+                self.offsets.delete(group_id, t, p)
+            records: list[Record] = [(encode_offset_key(group_id, t, p), None) for t, p in doomed]
+            self.storage.append_detached(group_id, records, f"offsets of deleted topic {topic}")
+
+    # ------------------------------------------------------------------ expiry
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(OFFSETS_RETENTION_CHECK_INTERVAL_MS / 1000)
+            try:
+                self.expire_offsets()
+            except Exception:
+                log.exception("offset expiry failed")
+
+    def expire_offsets(self, now_ms: int | None = None) -> int:
+        """Tombstone expired offsets, and Empty groups left without offsets; returns a count."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        retention = int(self.broker.config["offsets.retention.minutes"]) * 60000
+        removed = 0
+        for group_id in list(self.groups):
+            group = self.groups[group_id]
+            if group.protocol_type:
+                if not group.is_in(GroupState.EMPTY):
+                    continue
+                state_ts = group.state_timestamp_ms
+                expired = [
+                    (t, p)
+                    for t, p, v in self.offsets.entries(group_id)
+                    if v.expired(now, state_ts if state_ts >= 0 else v.commit_timestamp, retention)
+                ]
+            else:
+                expired = [
+                    (t, p)
+                    for t, p, v in self.offsets.entries(group_id)
+                    if v.expired(now, v.commit_timestamp, retention)
+                ]
+            records: list[Record] = [(encode_offset_key(group_id, t, p), None) for t, p in expired]
+            for topic, partition in expired:
+                self.offsets.delete(group_id, topic, partition)
+            removed += len(expired)
+            if not self.offsets.has_offsets(group_id) and group.is_in(GroupState.EMPTY):
+                records.append((encode_group_key(group_id), None))
+                self.membership.forget(group)
+            if records:
+                self.storage.append_detached(group_id, records, "expiry tombstones")
+        if removed:
+            log.info("expired %d committed offsets", removed)
+        return removed
+
+
+def _java_length(text: str) -> int:
+    """Length in UTF-16 code units, as Java's String.length()."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def group_from_record(group_id: str, value: GroupValue) -> ClassicGroup:
+    """Rebuild a group from its metadata record: Stable with its members, or Empty."""
+    group = ClassicGroup(
+        group_id,
+        state=GroupState.STABLE if value.members else GroupState.EMPTY,
+        generation_id=value.generation,
+        protocol_type=value.protocol_type or None,
+        protocol_name=value.protocol,
+        leader_id=value.leader,
+        state_timestamp_ms=value.current_state_timestamp,
+    )
+    for m in value.members:
+        group.add(
+            Member(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout,
+                m.session_timeout,
+                value.protocol_type,
+                ((value.protocol or "", m.subscription),),
+                m.assignment,
+            )
+        )
+    return group

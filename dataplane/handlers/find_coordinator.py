@@ -1,0 +1,81 @@
+"""FindCoordinator (10): this broker coordinates every group it leads the partition of.
+
+v0-v3 ask for one key; v4+ for a batch (``coordinator_keys``), each answered on its own.
+Transaction coordinators (key type 1) are not running yet: COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, error_code_for
+from dataplane.groups.api import DEFAULT_MESSAGES, ZERO, coordinator_of
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 10
+BATCHED_VERSION = 4
+
+
+def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int]:
+    return coordinator_of(ctx).find_coordinator(key_type, key)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    key_type = int(getattr(request, "key_type", 0))
+    if ctx.api_version >= BATCHED_VERSION:
+        return ctx.make(
+            "FindCoordinatorResponse",
+            throttle_time=ZERO,
+            coordinators=tuple(_one(ctx, key_type, key) for key in request.coordinator_keys),
+        )
+    try:
+        node, host, port = _lookup(ctx, key_type, request.key)
+    except BrokerError as exc:
+        code = error_code_for(exc)
+        return ctx.make(
+            "FindCoordinatorResponse",
+            throttle_time=ZERO,
+            error_code=code,
+            error_message=DEFAULT_MESSAGES.get(code.value, exc.message),
+            node_id=-1,
+            host="",
+            port=-1,
+        )
+    return ctx.make(
+        "FindCoordinatorResponse",
+        throttle_time=ZERO,
+        error_code=ErrorCode.none,
+        error_message="NONE",
+        node_id=node,
+        host=host,
+        port=port,
+    )
+
+
+def _one(ctx: RequestContext, key_type: int, key: str) -> Any:
+    try:
+        node, host, port = _lookup(ctx, key_type, key)
+    except BrokerError as exc:
+        code = error_code_for(exc)
+        # An unknown key type fails the whole request in Kafka: every key carries the text.
+        message = DEFAULT_MESSAGES[42] if code is ErrorCode.invalid_request else ""
+        return ctx.make(
+            "Coordinator",
+            key=key,
+            node_id=-1,
+            host="",
+            port=-1,
+            error_code=code,
+            error_message=message,
+        )
+    return ctx.make(
+        "Coordinator",
+        key=key,
+        node_id=node,
+        host=host,
+        port=port,
+        error_code=ErrorCode.none,
+        error_message="",
+    )

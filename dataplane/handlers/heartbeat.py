@@ -1,0 +1,31 @@
+"""Heartbeat (12): keep a member's session; tells members when to rejoin.
+
+REBALANCE_IN_PROGRESS while the group prepares a rebalance, ILLEGAL_GENERATION for a stale
+generation, UNKNOWN_MEMBER_ID for members the group does not know (or an Empty group).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, error_code_for
+from dataplane.groups.api import ZERO, coordinator_of
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 12
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    code = ErrorCode.none
+    try:
+        coordinator_of(ctx).membership.heartbeat(
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            request.generation_id,
+        )
+    except BrokerError as exc:
+        code = error_code_for(exc)
+    return ctx.make("HeartbeatResponse", throttle_time=ZERO, error_code=code)

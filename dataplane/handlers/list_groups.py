@@ -1,0 +1,43 @@
+"""ListGroups (16): every group this broker coordinates (v4+: filtered by state, v5+: type).
+
+State filters match case-insensitively ("stable", "Empty"); every group here is of type
+"classic", so a type filter without "classic" lists nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, error_code_for
+from dataplane.groups.api import ZERO, coordinator_of
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 16
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    try:
+        groups = coordinator_of(ctx).list_groups(
+            getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+        )
+    except BrokerError as exc:
+        return ctx.make(
+            "ListGroupsResponse", throttle_time=ZERO, error_code=error_code_for(exc), groups=()
+        )
+    return ctx.make(
+        "ListGroupsResponse",
+        throttle_time=ZERO,
+        error_code=ErrorCode.none,
+        groups=tuple(
+            ctx.make(
+                "ListedGroup",
+                group_id=g.group_id,
+                protocol_type=g.protocol_type or "",
+                group_state=g.state.value,
+                group_type="classic",
+            )
+            for g in groups
+        ),
+    )

@@ -1,0 +1,120 @@
+"""OffsetCommit (8): store a group's consumed positions in ``__consumer_offsets``.
+
+Partitions of unknown topics (or unknown topic ids, v10) are answered here and never
+reach the coordinator; the rest are validated against the group as a whole (generation,
+member) and written. As in Kafka, partitions rejected here come first in their topic's
+answer. With ``log.flush.policy=fsync`` the answer waits for the fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import (
+    BrokerError,
+    NotCoordinator,
+    UnknownTopicId,
+    UnknownTopicOrPartition,
+    error_code_for,
+)
+from dataplane.groups.api import ZERO, coordinator_of, millis
+from dataplane.groups.coordinator import OffsetCommitEntry
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 8
+TOPIC_ID_VERSION = 10
+log = logging.getLogger(__name__)
+
+Answer = tuple[Any, int, BrokerError | None]
+"""(request topic, partition index, error)."""
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = ctx.broker.metadata
+    rejected: list[Answer] = []
+    accepted: list[tuple[Any, OffsetCommitEntry]] = []
+    for topic in request.topics:
+        if ctx.api_version >= TOPIC_ID_VERSION:
+            info = topics.topics_by_id.get(topic.topic_id)
+            missing: BrokerError = UnknownTopicId(f"unknown topic id {topic.topic_id}")
+        else:
+            info = topics.topics.get(topic.name)
+            missing = UnknownTopicOrPartition(f"unknown topic {topic.name!r}")
+        for p in topic.partitions:
+            if info is None:
+                rejected.append((topic, p.partition_index, missing))
+            elif not 0 <= p.partition_index < info.partitions:
+                rejected.append(
+                    (topic, p.partition_index, UnknownTopicOrPartition("unknown partition"))
+                )
+            else:
+                entry = OffsetCommitEntry(
+                    info.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+                accepted.append((topic, entry))
+    if not accepted:
+        return _response(ctx, rejected)
+    try:
+        outcome = coordinator_of(ctx).commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            [entry for _, entry in accepted],
+            api_version=ctx.api_version,
+            retention_ms=millis(getattr(request, "retention_time", None)),
+        )
+    except BrokerError as exc:
+        return _response(ctx, rejected + [(t, e.partition, exc) for t, e in accepted])
+    answers = rejected + [
+        (t, e.partition, err) for (t, e), err in zip(accepted, outcome.errors, strict=True)
+    ]
+    if outcome.durable is None:
+        return _response(ctx, answers)
+    return _after_fsync(ctx, outcome.durable, answers)
+
+
+async def _after_fsync(
+    ctx: RequestContext, durable: asyncio.Future[None], answers: list[Answer]
+) -> Any:
+    try:
+        await durable
+    except OSError as exc:
+        log.error("fsync of offset commit failed: %s", exc)
+        failed = NotCoordinator(f"fsync failed: {exc}")
+        answers = [(t, p, err if err is not None else failed) for t, p, err in answers]
+    return _response(ctx, answers)
+
+
+def _response(ctx: RequestContext, answers: list[Answer]) -> Any:
+    by_topic: dict[int, tuple[Any, list[Any]]] = {}
+    for topic, partition, error in answers:
+        entry = by_topic.setdefault(id(topic), (topic, []))
+        entry[1].append(
+            ctx.make(
+                "OffsetCommitResponsePartition",
+                partition_index=partition,
+                error_code=ErrorCode.none if error is None else error_code_for(error),
+            )
+        )
+    return ctx.make(
+        "OffsetCommitResponse",
+        throttle_time=ZERO,
+        topics=tuple(
+            ctx.make(
+                "OffsetCommitResponseTopic",
+                name=getattr(topic, "name", None),
+                topic_id=getattr(topic, "topic_id", None),
+                partitions=tuple(parts),
+            )
+            for topic, parts in by_topic.values()
+        ),
+    )

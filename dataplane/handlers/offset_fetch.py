@@ -1,0 +1,138 @@
+"""OffsetFetch (9): a group's committed offsets; -1 where nothing is committed.
+
+v1-v7 ask for one group, v8+ for several; ``topics`` null means every committed
+partition. v10 names topics by id (unknown ids: UNKNOWN_TOPIC_ID). ``require_stable`` is
+accepted and has no effect (there are no pending transactional commits yet).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, InvalidGroupId, error_code_for
+from dataplane.groups.api import ZERO, coordinator_of
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 9
+GROUPS_VERSION = 8
+TOPIC_ID_VERSION = 10
+TOP_LEVEL_ERROR_VERSION = 2
+
+Partition = tuple[int, int, int, str, ErrorCode]
+"""(partition, offset, leader epoch, metadata, error)."""
+TopicAnswer = tuple[str | None, uuid.UUID | None, list[Partition]]
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= GROUPS_VERSION:
+        groups = tuple(_group(ctx, g.group_id, g.topics) for g in request.groups)
+        return ctx.make("OffsetFetchResponse", throttle_time=ZERO, groups=groups)
+    error, topics = _fetch(ctx, request.group_id, request.topics)
+    if error is not None:
+        if ctx.api_version >= TOP_LEVEL_ERROR_VERSION:
+            topics = []
+        else:  # v1 has no top-level error: every requested partition carries it.
+            topics = [
+                (name, tid, [(p[0], -1, -1, "", error) for p in parts])
+                for name, tid, parts in topics
+            ]
+    return ctx.make(
+        "OffsetFetchResponse",
+        throttle_time=ZERO,
+        topics=tuple(_topic(ctx, "OffsetFetchResponseTopic", t) for t in topics),
+        error_code=error or ErrorCode.none,
+    )
+
+
+def _group(ctx: RequestContext, group_id: str, topics: Any) -> Any:
+    error, answers = _fetch(ctx, group_id, topics)
+    return ctx.make(
+        "OffsetFetchResponseGroup",
+        group_id=group_id,
+        topics=() if error else tuple(_topic(ctx, "OffsetFetchResponseTopics", t) for t in answers),
+        error_code=error or ErrorCode.none,
+    )
+
+
+def _fetch(
+    ctx: RequestContext, group_id: str | None, topics: Any
+) -> tuple[ErrorCode | None, list[TopicAnswer]]:
+    by_id = ctx.api_version >= TOPIC_ID_VERSION
+    metadata = ctx.broker.metadata
+    wanted: list[tuple[str, list[int]]] | None = None
+    unknown: list[TopicAnswer] = []
+    if topics is not None:
+        wanted = []
+        for t in topics:
+            if not by_id:
+                wanted.append((t.name, list(t.partition_indexes)))
+                continue
+            info = metadata.topics_by_id.get(t.topic_id)
+            if info is None:
+                unknown.append(
+                    (
+                        None,
+                        t.topic_id,
+                        [(p, -1, -1, "", ErrorCode.unknown_topic_id) for p in t.partition_indexes],
+                    )
+                )
+            else:
+                wanted.append((info.name, list(t.partition_indexes)))
+    try:
+        if group_id is None:
+            raise InvalidGroupId("group id is null")
+        found = coordinator_of(ctx).fetch_offsets(group_id, wanted)
+    except BrokerError as exc:
+        requested: list[TopicAnswer] = [
+            (name, None, [(p, -1, -1, "", ErrorCode.none) for p in ps]) for name, ps in wanted or []
+        ]
+        return error_code_for(exc), [*requested, *unknown]
+    answers: list[TopicAnswer] = []
+    for name, partitions in found:
+        topic_id = None
+        if by_id:
+            info = metadata.topics.get(name)
+            if info is None:
+                continue  # committed for a topic that no longer exists: no id to name it by
+            topic_id = info.topic_id
+        answers.append(
+            (
+                name,
+                topic_id,
+                [
+                    (p, -1, -1, "", ErrorCode.none)
+                    if c is None
+                    else (p, c.offset, c.leader_epoch, c.metadata, ErrorCode.none)
+                    for p, c in partitions
+                ],
+            )
+        )
+    return None, answers + unknown
+
+
+def _topic(ctx: RequestContext, entity: str, answer: TopicAnswer) -> Any:
+    name, topic_id, partitions = answer
+    part_entity = (
+        "OffsetFetchResponsePartitions"
+        if entity.endswith("Topics")
+        else "OffsetFetchResponsePartition"
+    )
+    return ctx.make(
+        entity,
+        name=name,
+        topic_id=topic_id,
+        partitions=tuple(
+            ctx.make(
+                part_entity,
+                partition_index=p,
+                committed_offset=offset,
+                committed_leader_epoch=epoch,
+                metadata=meta,
+                error_code=code,
+            )
+            for p, offset, epoch, meta, code in partitions
+        ),
+    )
