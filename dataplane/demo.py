@@ -107,6 +107,7 @@ def main() -> None:
             f"consumed all {COUNT} records back in consumer group 'demo-group' "
             f"in {time.monotonic() - started:.2f}s"
         )
+        del producer, admin  # destroy the clients before the broker goes away
         print("demo OK")
     finally:
         proc.terminate()
