@@ -150,7 +150,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "Largest record batch accepted (topic: max.message.bytes).",
             minimum=0,
         ),
-        ConfigDef("log.segment.bytes", I, 1073741824, "Segment size before a roll.", minimum=14),
+        ConfigDef(
+            "log.segment.bytes",
+            I,
+            1073741824,
+            "Segment size before a roll.",
+            minimum=14,
+            maximum=INT_MAX,
+        ),
         ConfigDef("log.roll.ms", L, WEEK_MS, "Segment age before a roll.", minimum=1),
         ConfigDef(
             "log.retention.ms",
@@ -199,6 +206,30 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             L,
             0,
             "Minimum age of a record before compaction may remove it.",
+            minimum=0,
+        ),
+        ConfigDef("log.cleaner.enable", B, True, "Run the log cleaner (compaction)."),
+        ConfigDef(
+            "log.cleaner.backoff.ms",
+            L,
+            15000,
+            "How often the log cleaner looks for a partition to compact.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "log.cleaner.dedupe.buffer.size",
+            L,
+            134217728,
+            "Memory for the cleaner's key-to-offset map; a pass covers as many dirty "
+            "segments as fit (always at least one).",
+            minimum=1024 * 1024,
+        ),
+        ConfigDef(
+            "log.segment.delete.delay.ms",
+            L,
+            60000,
+            "How long the descriptor of a deleted or replaced segment stays open for "
+            "in-flight reads (topic: file.delete.delay.ms).",
             minimum=0,
         ),
         ConfigDef(
@@ -353,6 +384,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             1073741824,
             "Segment size before a roll.",
             minimum=14,
+            maximum=INT_MAX,
             broker_key="log.segment.bytes",
         ),
         ConfigDef(
@@ -378,6 +410,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "Bytes between two offset-index entries.",
             minimum=0,
             broker_key="log.index.interval.bytes",
+        ),
+        ConfigDef(
+            "file.delete.delay.ms",
+            L,
+            60000,
+            "How long the descriptor of a deleted or replaced segment stays open.",
+            minimum=0,
+            broker_key="log.segment.delete.delay.ms",
         ),
         ConfigDef(
             "delete.retention.ms",

@@ -2,13 +2,20 @@
 
 Partition directories are ``DATA_DIR/TOPIC-PARTITION`` as in Kafka. The flusher gives
 ``log.flush.policy=fsync`` its group commit: every produce that needs durability waits
-for the next fsync round, and one round covers every write made before it started.
+for the next fsync round, and one round covers every write made before it started
+(including writes to a segment that rolled since and is not sealed yet).
+
+Effective topic configs are cached per topic and recomputed when the topic's metadata
+entry is replaced (``MetadataStore.set_configs`` replaces it); whoever changes broker-level
+settings at run time calls :meth:`LogManager.invalidate_configs`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -35,17 +42,33 @@ class LogManager:
         self._flush_waiters: list[asyncio.Future[None]] = []
         self._flush_task: asyncio.Task[None] | None = None
         self._dirty: set[PartitionLog] = set()
+        self._config_cache: dict[str, tuple[TopicInfo | None, dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ configs
 
     def topic_config(self, topic: str, key: str) -> Any:
-        info = self.metadata.topics.get(topic)
-        if info is not None and key in info.configs:
-            return TOPIC_CONFIGS[key].parse(info.configs[key])
-        return self.config.topic_default(key)
+        return self._configs_of(topic)[key]
 
     def effective_configs(self, topic: str) -> dict[str, Any]:
-        return {key: self.topic_config(topic, key) for key in TOPIC_CONFIGS}
+        return dict(self._configs_of(topic))
+
+    def invalidate_configs(self) -> None:
+        """Forget cached effective configs (after a broker-level config change)."""
+        self._config_cache.clear()
+
+    def _configs_of(self, topic: str) -> dict[str, Any]:
+        info = self.metadata.topics.get(topic)
+        cached = self._config_cache.get(topic)
+        if cached is not None and cached[0] is info:
+            return cached[1]
+        values: dict[str, Any] = {}
+        for key, definition in TOPIC_CONFIGS.items():
+            if info is not None and key in info.configs:
+                values[key] = definition.parse(info.configs[key])
+            else:
+                values[key] = self.config.topic_default(key)
+        self._config_cache[topic] = (info, values)
+        return values
 
     # ------------------------------------------------------------------ partitions
 
@@ -128,7 +151,7 @@ class LogManager:
         while self._flush_waiters:
             waiters, self._flush_waiters = self._flush_waiters, []
             dirty, self._dirty = self._dirty, set()
-            fds = [p.active.fd for p in dirty if p.active.fd >= 0]
+            fds = [fd for plog in dirty for fd in plog.sync_fds()]
             try:
                 await asyncio.to_thread(_fsync_all, fds)
             except OSError as exc:
@@ -144,6 +167,8 @@ class LogManager:
                     future.set_result(None)
 
     def close(self) -> None:
+        """Close every log cleanly: sealed segments, active indexes and producer snapshots
+        written, so the next start skips recovery scans."""
         for plog in self.logs.values():
             try:
                 plog.close_cleanly()
@@ -151,12 +176,45 @@ class LogManager:
                 log.error("closing %s-%d: %s", plog.topic, plog.partition, exc)
         self.logs.clear()
 
+    # ------------------------------------------------------------------ housekeeping
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Retention of every partition; returns the number of segments deleted."""
+        deleted = 0
+        for plog in list(self.logs.values()):
+            try:
+                deleted += plog.apply_retention(now_ms)
+            except OSError as exc:
+                log.error("retention of %s failed: %s", plog.name, exc)
+        return deleted
+
+    def roll_idle_segments(self, now_ms: int) -> None:
+        for plog in list(self.logs.values()):
+            if not plog.closed:
+                try:
+                    plog.maybe_roll_by_time(now_ms)
+                except OSError as exc:
+                    log.error("rolling %s failed: %s", plog.name, exc)
+
+    def reap(self) -> None:
+        for plog in list(self.logs.values()):
+            plog.reap()
+
+    def expire_producers(self, now_ms: int) -> None:
+        max_idle = int(self.config["producer.id.expiration.ms"])
+        for plog in list(self.logs.values()):
+            plog.producers.expire(now_ms, max_idle)
+
 
 def _fsync_all(fds: list[int]) -> None:
-    import os
-
     for fd in fds:
-        os.fsync(fd)
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            # A descriptor closed since the round began (topic deleted, segment reaped)
+            # has nothing left to make durable; any other failure fails the round.
+            if exc.errno != errno.EBADF:
+                raise
 
 
 def _remove_all(paths: list[Path]) -> None:

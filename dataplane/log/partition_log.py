@@ -3,6 +3,21 @@
 Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset``. The high
 watermark is the end of what consumers may read; on a single broker it equals the log
 end offset (replication moves it separately).
+
+Files in the partition directory (``DATA_DIR/TOPIC-PARTITION``)::
+
+    B.log, B.index          segments (see segment.py)
+    S.snapshot              producer state at offset S (see producer_state.py)
+    log-start-offset        the log start offset when DeleteRecords moved it inside a
+                            segment (otherwise it is the first segment's base offset)
+    cleaner-offset-checkpoint  first dirty offset and latest tombstone delete horizon
+    B.cleaned, B.E.swap     log cleaner output in flight (see cleaner.py)
+
+Everything here runs on the event loop except sealing (fsync + index write of a rolled
+segment) and the log cleaner's rewrite, which run in threads on segments no longer
+written to. The segment list is only changed by synchronous code on the loop, so a reader
+never sees a half-made change; a replaced or deleted segment keeps its descriptor open for
+``file.delete.delay.ms`` so a reader holding it finishes on the old (unlinked) file.
 """
 
 from __future__ import annotations
@@ -12,6 +27,7 @@ import bisect
 import contextlib
 import logging
 import os
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,15 +36,25 @@ from typing import Any
 
 from dataplane.errors import (
     CorruptRecord,
+    InvalidRecord,
     MessageTooLarge,
     OffsetOutOfRange,
 )
+from dataplane.log import retention
 from dataplane.log.producer_state import ProducerStateTable
-from dataplane.log.segment import Segment, segment_name
+from dataplane.log.segment import (
+    MAX_RELATIVE_OFFSET,
+    Segment,
+    background_executor,
+    fsync_dir,
+    parse_base,
+    segment_name,
+    write_atomically,
+)
 from dataplane.protocol.record_batch import (
-    HEADER_SIZE,
     BatchHeader,
     decode_records,
+    first_null_key,
     parse_header,
     patch_offsets,
     set_log_append_time,
@@ -37,6 +63,12 @@ from dataplane.protocol.record_batch import (
 log = logging.getLogger(__name__)
 
 LOG_START_FILE = "log-start-offset"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+SNAPSHOT_SUFFIX = ".snapshot"
+KEEP_SNAPSHOTS = 2
+_BATCH_LENGTH = struct.Struct(">i")
+_WAITER_PRUNE = 64
+SEAL_WORKERS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,48 +99,182 @@ class PartitionLog:
         self.partition = partition
         self.config = config
         self.segments: list[Segment] = []
+        self._bases: list[int] = []
         self.log_start_offset = 0
         self.leader_epoch = 0
         self.producers = ProducerStateTable(max_producer_entries)
         self._waiters: list[asyncio.Future[None]] = []
         self.dirty = False
         """True when bytes were written since the last fsync."""
-        self._last_roll_check = time.time()
+        self.closed = False
+        self._closing: list[Segment] = []
+        """Rolled segments whose seal (fsync + index) has not finished."""
+        self._seals: set[asyncio.Future[None]] = set()
+        self._graveyard: list[tuple[float, Segment]] = []
+        self.cleaner_offset = 0
+        """First dirty offset: the log cleaner has deduplicated everything below it."""
+        self.latest_delete_horizon = -1
+        """Largest tombstone delete horizon the cleaner set or kept, -1 if none."""
+        self.cleaner_backoff_until = 0.0
         directory.mkdir(parents=True, exist_ok=True)
         self._load()
 
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
     # ------------------------------------------------------------------ load
 
+    def _index_interval(self) -> int:
+        return int(self.config("index.interval.bytes"))
+
     def _load(self) -> None:
-        bases = sorted(
-            int(p.name[:-4]) for p in self.directory.glob("*.log") if p.name[:-4].isdigit()
-        )
-        interval = int(self.config("index.interval.bytes"))
+        directory = self.directory
+        for path in directory.iterdir():
+            if path.name.endswith((".tmp", ".cleaned")):
+                path.unlink()
+        self._complete_swaps()
+        names = [p.name for p in directory.iterdir()]
+        bases = sorted(b for b in (parse_base(n, ".log") for n in names) if b is not None)
+        present = set(bases)
+        for name in names:
+            base = parse_base(name, ".index")
+            if base is not None and base not in present:
+                (directory / name).unlink()
+        interval = self._index_interval()
+        stored_start = _read_int(directory / LOG_START_FILE, 0)
+        segments: list[Segment] = []
         for i, base in enumerate(bases):
-            segment = Segment(self.directory, base, interval)
-            is_last = i == len(bases) - 1
-            if is_last or not segment.load_indexes():
-                segment.recover()
-                if not is_last:
-                    segment.write_indexes()
-            self.segments.append(segment)
-        # A segment emptied by recovery is kept only when it is the last one.
-        while len(self.segments) > 1 and self.segments[-1].size == 0:
-            last = self.segments[-1]
-            if last.base_offset >= self.segments[-2].next_offset:
-                break
-            self.segments.pop().delete()
-        if not self.segments:
-            self.segments.append(Segment(self.directory, 0, interval))
-        try:
-            stored = int((self.directory / LOG_START_FILE).read_text().strip())
-        except (OSError, ValueError):
-            stored = 0
-        self.log_start_offset = max(self.segments[0].base_offset, stored)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+            segment = Segment(directory, base, interval)
+            if segments and base < segments[-1].next_offset:
+                log.error(
+                    "%s overlaps the segment before it (which ends at %d); moving it aside",
+                    segment.path,
+                    segments[-1].next_offset,
+                )
+                segment.close()
+                segment.path.rename(segment.path.with_name(segment.path.name + ".overlap"))
+                segment.drop_index_file()
+                continue
+            last = i == len(bases) - 1
+            if not segment.load_index():
+                truncated = segment.recover()
+                if truncated and not last:
+                    segments.append(segment)
+                    self._drop_after_torn_segment(segment, bases[i + 1 :])
+                    break
+                if not last:
+                    segment.closed = True
+                    segment.seal()
+            elif not last:
+                segment.closed = segment.sealed = True
+            segments.append(segment)
+        if not segments:
+            segments.append(Segment(directory, stored_start, interval))
+        active = segments[-1]
+        active.closed = active.sealed = False
+        # The index of a cleanly closed active segment spared us the scan; remove it before
+        # anything is appended so a later crash cannot pair it with a longer file.
+        active.drop_index_file()
+        self.segments = segments
+        self._rebase()
+        self.log_start_offset = min(max(segments[0].base_offset, stored_start), self.log_end_offset)
+        self._load_producer_state()
+        self._load_cleaner_checkpoint()
+
+    def _complete_swaps(self) -> None:
+        """Finish a log cleaner swap interrupted by a crash (``B.E.swap`` is durable)."""
+        directory = self.directory
+        for swap in sorted(directory.glob("*.swap")):
+            parts = swap.name.split(".")
+            if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+                swap.unlink()
+                continue
+            first, end = int(parts[0]), int(parts[1])
+            for path in directory.glob("*.log"):
+                base = parse_base(path.name, ".log")
+                if base is not None and first <= base < end:
+                    path.unlink()
+                    with contextlib.suppress(FileNotFoundError):
+                        (directory / segment_name(base, ".index")).unlink()
+            os.rename(swap, directory / segment_name(first, ".log"))
+            fsync_dir(directory)
+            log.info("%s: completed an interrupted compaction swap at %d", self.name, first)
+
+    def _drop_after_torn_segment(self, torn: Segment, later: list[int]) -> None:
+        if not later:
+            return
+        log.warning(
+            "%s: segment %d had a torn tail; deleting %d later segment(s) so offsets stay dense",
+            self.name,
+            torn.base_offset,
+            len(later),
+        )
+        for base in later:
+            for suffix in (".log", ".index"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.directory / segment_name(base, suffix)).unlink()
+        fsync_dir(self.directory)
+
+    def _load_producer_state(self) -> None:
+        leo = self.log_end_offset
+        snapshots = self._snapshots()
+        start: int | None = None
+        for offset, path in reversed(snapshots):
+            if offset > leo:
+                path.unlink()
+                continue
+            if start is None:
+                try:
+                    raw = path.read_bytes()
+                except OSError:
+                    continue
+                if self.producers.load_snapshot(raw):
+                    start = offset
+        self._replay_producers(self.segments[0].base_offset if start is None else start)
+        self.producers.touch_all(int(time.time() * 1000))
+
+    def _replay_producers(self, start: int) -> None:
         for segment in self.segments:
-            for _, header in segment.iter_batches():
-                self.producers.record(header)
+            if segment.next_offset <= start:
+                continue
+            position = 0
+            if segment.base_offset < start:
+                found = segment.position_for(start)
+                if found is None:
+                    continue
+                position = found[0]
+            for _, header in segment.iter_batches(position):
+                if header.base_offset >= start:
+                    self.producers.record(header)
+
+    def _snapshots(self) -> list[tuple[int, Path]]:
+        found = []
+        for path in self.directory.glob("*" + SNAPSHOT_SUFFIX):
+            offset = parse_base(path.name, SNAPSHOT_SUFFIX)
+            if offset is not None:
+                found.append((offset, path))
+        return sorted(found)
+
+    def _write_snapshot(self, offset: int, content: bytes) -> None:
+        write_atomically(self.directory / segment_name(offset, SNAPSHOT_SUFFIX), content)
+        for _, path in self._snapshots()[:-KEEP_SNAPSHOTS]:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _load_cleaner_checkpoint(self) -> None:
+        try:
+            first, horizon = (self.directory / CLEANER_CHECKPOINT_FILE).read_text().split()
+            self.cleaner_offset = int(first)
+            self.latest_delete_horizon = int(horizon)
+        except (OSError, ValueError):
+            self.cleaner_offset = 0
+            self.latest_delete_horizon = -1
+
+    def write_cleaner_checkpoint(self, first_dirty: int, horizon: int) -> None:
+        """Persist the cleaner's progress (called by the cleaner, possibly off the loop)."""
+        content = f"{first_dirty} {horizon}\n".encode()
+        write_atomically(self.directory / CLEANER_CHECKPOINT_FILE, content)
 
     # ------------------------------------------------------------------ offsets
 
@@ -118,31 +284,46 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self.active.next_offset
+        return self.segments[-1].next_offset
 
     @property
     def high_watermark(self) -> int:
-        return self.log_end_offset
+        return self.segments[-1].next_offset
 
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+    def _rebase(self) -> None:
+        self._bases = [s.base_offset for s in self.segments]
 
     # ------------------------------------------------------------------ append
 
     def append(self, data: bytearray, headers: list[BatchHeader]) -> AppendResult:
         """Append validated batches from a produce request (``data`` is patched in place).
 
-        Raises MessageTooLarge, InvalidTimestamp, OutOfOrderSequence, InvalidProducerEpoch.
-        A batch that repeats an already-written idempotent batch is not written again; its
-        original offsets are returned.
+        Raises MessageTooLarge, InvalidRecord (null key in a compacted topic),
+        OutOfOrderSequence, InvalidProducerEpoch. A batch that repeats an already-written
+        idempotent batch is not written again; its original offsets are returned.
         """
-        max_message = int(self.config("max.message.bytes"))
+        config = self.config
+        max_message = int(config("max.message.bytes"))
+        newest = -1
+        count = 0
         for header in headers:
             if header.size > max_message:
                 raise MessageTooLarge(
                     f"record batch of {header.size} bytes exceeds max.message.bytes={max_message}"
                 )
+            newest = max(newest, header.max_timestamp)
+            count += header.last_offset_delta + 1
+        if "compact" in config("cleanup.policy"):
+            for header in headers:
+                if first_null_key(data, header) >= 0:
+                    raise InvalidRecord(
+                        "Compacted topic cannot accept message without key in topic "
+                        f"partition {self.name}."
+                    )
         if len(headers) == 1:
             duplicate = self.producers.check(headers[0])
             if duplicate is not None:
@@ -153,10 +334,11 @@ class PartitionLog:
             for header in headers:
                 if self.producers.check(header) is not None:
                     raise CorruptRecord("a duplicate batch inside a multi-batch request")
+        now_ms = int(time.time() * 1000)
         log_append_time = -1
-        if self.config("message.timestamp.type") == "LogAppendTime":
-            log_append_time = int(time.time() * 1000)
-        self._maybe_roll(len(data))
+        if config("message.timestamp.type") == "LogAppendTime":
+            log_append_time = newest = now_ms
+        self._maybe_roll(len(data), count, newest, now_ms)
         offset = self.log_end_offset
         patched: list[BatchHeader] = []
         for header in headers:
@@ -168,7 +350,7 @@ class PartitionLog:
             offset = fixed.next_offset
         self.active.append(data, patched)
         for header in patched:
-            self.producers.record(header)
+            self.producers.record(header, now_ms)
         self.dirty = True
         self._wake()
         return AppendResult(
@@ -179,36 +361,76 @@ class PartitionLog:
         )
 
     def append_internal(self, batch: bytes) -> AppendResult:
-        """Append one broker-built batch (internal topics, compaction output in tests)."""
+        """Append one broker-built batch (internal topics, tests)."""
         data = bytearray(batch)
         return self.append(data, [parse_header(data, 0)])
 
-    def _maybe_roll(self, incoming: int) -> None:
+    def _maybe_roll(self, incoming: int, count: int, newest_ts: int, now_ms: int) -> None:
         active = self.active
         if active.size == 0:
             return
-        too_big = active.size + incoming > int(self.config("segment.bytes"))
-        age_ms = (time.time() - active.created) * 1000
-        too_old = age_ms > int(self.config("segment.ms"))
-        if too_big or too_old:
+        if (
+            active.size + incoming > int(self.config("segment.bytes"))
+            or active.next_offset + count - 1 - active.base_offset > MAX_RELATIVE_OFFSET
+            or active.time_to_roll(newest_ts, now_ms, int(self.config("segment.ms")))
+        ):
             self.roll()
 
     def roll(self) -> Segment:
-        """Close the active segment (fsync it, persist its indexes) and start a new one."""
+        """Close the active segment and start a new one at the log end offset.
+
+        The closed segment is sealed (fsynced, index written) in a thread when an event
+        loop runs, inline otherwise; a producer-state snapshot at the roll offset is
+        written with it. Until sealed it is in :meth:`sync_fds`, so an fsync round still
+        covers writes made to it.
+        """
         old = self.active
         if old.size == 0:
             return old
-        os.fsync(old.fd)
-        old.write_indexes()
-        old.closed_for_writes = True
-        segment = Segment(self.directory, old.next_offset, int(self.config("index.interval.bytes")))
+        old.closed = True
+        segment = Segment(self.directory, old.next_offset, self._index_interval())
         self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._closing.append(old)
+        snapshot = self.producers.snapshot()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._seal(old, segment.base_offset, snapshot)
+            return segment
+        future = loop.run_in_executor(
+            background_executor("seal", SEAL_WORKERS),
+            self._seal,
+            old,
+            segment.base_offset,
+            snapshot,
+        )
+        self._seals.add(future)
+        future.add_done_callback(self._seals.discard)
         return segment
 
-    def maybe_roll_by_time(self) -> None:
-        active = self.active
-        if active.size and (time.time() - active.created) * 1000 > int(self.config("segment.ms")):
+    def _seal(self, segment: Segment, snapshot_offset: int, snapshot: bytes) -> None:
+        if self.closed:
+            return  # closed for deletion or shutdown; close_cleanly seals what it needs
+        try:
+            segment.seal()
+            self._write_snapshot(snapshot_offset, snapshot)
+        except OSError as exc:
+            if not self.closed:
+                log.error("%s: sealing segment %d failed: %s", self.name, segment.base_offset, exc)
+
+    async def settle(self) -> None:
+        """Wait until every rolled segment is sealed (tests, shutdown)."""
+        while self._seals:
+            await asyncio.gather(*list(self._seals))
+
+    def maybe_roll_by_time(self, now_ms: int | None = None) -> bool:
+        """Background segment.ms roll of an active segment whose first append is too old."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        if self.active.idle_roll_due(now, int(self.config("segment.ms"))):
             self.roll()
+            return True
+        return False
 
     # ------------------------------------------------------------------ read
 
@@ -216,50 +438,37 @@ class PartitionLog:
         """Whole batches from the one containing ``offset``, up to ``max_bytes``.
 
         At least one batch is returned when any is available, even if larger than
-        ``max_bytes`` (as Kafka does, so consumers always make progress). Batches at or
-        after ``upper`` (default: the high watermark) are not returned.
+        ``max_bytes`` (as Kafka does, so consumers always make progress). No batch holding
+        an offset at or after ``upper`` (default: the high watermark) is returned. Reads
+        stay within one segment.
         """
         limit = self.high_watermark if upper is None else upper
         if offset == limit:
             return b""
         if offset < self.log_start_offset or offset > limit:
             raise OffsetOutOfRange(
-                f"offset {offset} is outside [{self.log_start_offset}, {limit}] of "
-                f"{self.topic}-{self.partition}"
+                f"offset {offset} is outside [{self.log_start_offset}, {limit}] of {self.name}"
             )
-        index = bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1
-        while index < len(self.segments):
-            segment = self.segments[index]
+        segments = self.segments
+        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        while index < len(segments):
+            segment = segments[index]
             found = segment.position_for(offset)
             if found is not None:
-                return self._read_from(segment, found[0], found[1], max_bytes, limit)
+                return _read_from(segment, found[0], found[1], max_bytes, limit)
             index += 1
         return b""
 
-    def _read_from(
-        self, segment: Segment, position: int, first: BatchHeader, max_bytes: int, limit: int
-    ) -> bytes:
-        if first.base_offset >= limit:
-            return b""
-        want = max(min(max_bytes, segment.size - position), first.size)
-        data = segment.read_at(position, want)
-        # Cut to whole batches below the limit.
-        end = 0
-        while end + HEADER_SIZE <= len(data):
-            header = parse_header(data, end)
-            if header.base_offset >= limit or end + header.size > len(data):
-                break
-            end += header.size
-        return data[:end] if end != len(data) else data
-
     async def wait_for_data(self, timeout: float) -> None:
         """Wait until an append happens or ``timeout`` seconds pass."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
+        future = self.new_data_future()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(future, timeout)
 
     def new_data_future(self) -> asyncio.Future[None]:
+        """A future resolved by the next append. Callers may cancel it."""
+        if len(self._waiters) >= _WAITER_PRUNE:
+            self._waiters = [f for f in self._waiters if not f.done()]
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         return future
@@ -275,37 +484,79 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
-        for segment in self.segments:
-            if segment.max_timestamp < timestamp:
+        hw = self.high_watermark
+        start = self.log_start_offset
+        for segment in list(self.segments):
+            if segment.max_timestamp < timestamp or segment.next_offset <= start:
                 continue
-            start = segment.position_for_timestamp(timestamp)
-            for position, header in segment.iter_batches(start):
-                if header.max_timestamp < timestamp or header.last_offset < self.log_start_offset:
-                    continue
-                if header.base_offset >= self.high_watermark:
+            position = segment.position_for_timestamp(timestamp)
+            for pos, header in segment.iter_batches(position, chunk=1 << 16):
+                if header.base_offset >= hw:
                     return None
-                raw = segment.read_at(position, header.size)
-                for record in decode_records(raw):
-                    if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                if header.max_timestamp < timestamp or header.last_offset < start:
+                    continue
+                for record in decode_records(segment.read_at(pos, header.size)):
+                    if record.offset >= hw:
+                        return None
+                    if record.timestamp >= timestamp and record.offset >= start:
                         return record.offset, record.timestamp
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
-        best: tuple[int, int] | None = None
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3)."""
+        best: Segment | None = None
         for segment in self.segments:
-            for position, header in segment.iter_batches():
-                if best is None or header.max_timestamp > best[1]:
-                    raw = segment.read_at(position, header.size)
-                    for record in decode_records(raw):
-                        if best is None or record.timestamp > best[1]:
-                            best = (record.offset, record.timestamp)
-        return best
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None:
+            return None
+        found = best.position_for(best.max_timestamp_offset)
+        if found is None:
+            return None
+        position, header = found
+        for record in decode_records(best.read_at(position, header.size)):
+            if record.timestamp == header.max_timestamp:
+                return record.offset, record.timestamp
+        return header.last_offset, header.max_timestamp
 
     # ------------------------------------------------------------------ deletion
 
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete segments by retention.ms / retention.bytes (``delete`` policy) and those
+        wholly below the log start offset; returns how many went."""
+        if self.closed:
+            return 0
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        deleted = 0
+        if "delete" in self.config("cleanup.policy"):
+            retention_ms = int(self.config("retention.ms"))
+            if retention_ms >= 0:
+                deleted += self._delete_prefix(retention.by_time(now, retention_ms))
+            retention_bytes = int(self.config("retention.bytes"))
+            if retention_bytes >= 0:
+                deleted += self._delete_prefix(retention.by_size(self.size_bytes, retention_bytes))
+        return deleted + self.delete_segments_below_start()
+
+    def _delete_prefix(self, predicate: Callable[[Segment], bool]) -> int:
+        count = retention.deletable_prefix(
+            self.segments, self.log_end_offset, self.high_watermark, predicate
+        )
+        if count == 0:
+            return 0
+        if count == len(self.segments):
+            self.roll()
+        self._remove_prefix(count, "retention")
+        return count
+
     def delete_records_before(self, offset: int) -> int:
-        """Advance the log start offset (DeleteRecords); returns the new low watermark."""
+        """Advance the log start offset (DeleteRecords; -1 means the high watermark).
+
+        Returns the new low watermark. Segments wholly below it are deleted.
+        """
+        if offset == -1:
+            offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
             raise OffsetOutOfRange(
                 f"cannot delete before {offset}: high watermark is {self.high_watermark}"
@@ -317,47 +568,166 @@ class PartitionLog:
         return self.log_start_offset
 
     def _persist_log_start(self) -> None:
-        tmp = self.directory / (LOG_START_FILE + ".tmp")
-        tmp.write_text(f"{self.log_start_offset}\n")
-        os.replace(tmp, self.directory / LOG_START_FILE)
+        write_atomically(self.directory / LOG_START_FILE, f"{self.log_start_offset}\n".encode())
 
     def delete_segments_below_start(self) -> int:
-        deleted = 0
-        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
-            self.segments.pop(0).delete()
-            deleted += 1
-        return deleted
+        """Delete segments whose every offset is below the log start offset."""
+        segments = self.segments
+        count = 0
+        while (
+            count + 1 < len(segments)
+            and segments[count + 1].base_offset <= self.log_start_offset
+            and not segments[count].cleaning
+        ):
+            count += 1
+        if count:
+            self._remove_prefix(count, "log start offset")
+        return count
 
     def delete_oldest_segment(self) -> None:
-        """Drop the oldest closed segment (retention) and move the log start past it."""
-        if len(self.segments) < 2:
-            return
-        segment = self.segments.pop(0)
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        self._persist_log_start()
-        segment.delete()
+        """Drop the oldest closed segment and move the log start past it."""
+        if len(self.segments) > 1 and not self.segments[0].cleaning:
+            self._remove_prefix(1, "request")
 
-    def replace_segments(self, old: list[Segment], new: list[Segment]) -> None:
-        """Swap closed segments for rewritten ones (the log cleaner)."""
-        first = self.segments.index(old[0])
-        self.segments[first : first + len(old)] = new
+    def _remove_prefix(self, count: int, reason: str) -> None:
+        doomed = self.segments[:count]
+        del self.segments[:count]
+        self._rebase()
+        # Moving to a segment boundary needs no checkpoint: on load the log start is at
+        # least the first segment's base offset.
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        deadline = time.monotonic() + self._delete_delay()
+        for segment in doomed:
+            segment.unlink_files()
+            self._graveyard.append((deadline, segment))
+        log.info(
+            "%s: deleted %d segment(s) by %s; log start offset %d",
+            self.name,
+            count,
+            reason,
+            self.log_start_offset,
+        )
+
+    def _delete_delay(self) -> float:
+        try:
+            return int(self.config("file.delete.delay.ms")) / 1000
+        except KeyError:
+            return 60.0
+
+    def replace_segments(self, old: list[Segment], new: Segment) -> bool:
+        """Swap consecutive closed segments for their rewrite (the log cleaner).
+
+        False (nothing changed) when ``old`` is no longer in the log. The old segments'
+        files were already replaced on disk; their descriptors close after the delay.
+        """
+        try:
+            first = next(i for i, s in enumerate(self.segments) if s is old[0])
+        except StopIteration:
+            return False
+        current = self.segments[first : first + len(old)]
+        if len(current) != len(old) or any(a is not b for a, b in zip(current, old, strict=True)):
+            return False
+        self.segments[first : first + len(old)] = [new]
+        self._rebase()
+        deadline = time.monotonic() + self._delete_delay()
+        for segment in old:
+            segment.cleaning = False
+            segment.deleted = True
+            self._graveyard.append((deadline, segment))
+        return True
+
+    def reap(self, now: float | None = None) -> int:
+        """Close descriptors of deleted segments whose grace period is over."""
+        if not self._graveyard:
+            return 0
+        moment = time.monotonic() if now is None else now
+        keep = [(d, s) for d, s in self._graveyard if d > moment]
+        done = [s for d, s in self._graveyard if d <= moment]
+        self._graveyard = keep
+        for segment in done:
+            segment.close()
+        return len(done)
+
+    # ------------------------------------------------------------------ durability
+
+    def sync_fds(self) -> list[int]:
+        """Descriptors an fsync round must cover: the active segment and unsealed rolls."""
+        fds = [self.active.fd]
+        if self._closing:
+            self._closing = [s for s in self._closing if not (s.sealed or s.deleted)]
+            fds.extend(s.fd for s in self._closing)
+        return [fd for fd in fds if fd >= 0]
+
+    def flush(self) -> None:
+        for fd in self.sync_fds():
+            os.fsync(fd)
+        self.dirty = False
 
     # ------------------------------------------------------------------ lifecycle
 
-    def flush(self) -> None:
-        os.fsync(self.active.fd)
-        self.dirty = False
-
     def close(self) -> None:
+        self.closed = True
         for segment in self.segments:
             segment.close()
+        for _, segment in self._graveyard:
+            segment.close()
+        self._graveyard.clear()
 
     def close_cleanly(self) -> None:
-        """Flush and persist the active segment's indexes (recovery scan is then skipped)."""
-        active = self.active
-        if active.fd >= 0:
-            os.fsync(active.fd)
-        self.close()
+        """Seal everything, persist the active index and a producer snapshot, close.
+
+        The next start then needs no recovery scan.
+        """
+        try:
+            for segment in self._closing:
+                segment.seal()
+            active = self.active
+            if active.fd >= 0:
+                os.fsync(active.fd)
+                active.write_index()
+                self._write_snapshot(self.log_end_offset, self.producers.snapshot())
+        finally:
+            self.close()
 
     def segment_files(self) -> list[str]:
         return [segment_name(s.base_offset, ".log") for s in self.segments]
+
+
+def _read_from(
+    segment: Segment, position: int, first: BatchHeader, max_bytes: int, limit: int
+) -> bytes:
+    """Whole batches from ``position``: below ``limit``, about ``max_bytes``, at least one."""
+    if first.last_offset >= limit:
+        return b""
+    end_cap = segment.size
+    if limit < segment.next_offset:
+        cut = segment.position_for(limit)
+        if cut is not None:
+            end_cap = cut[0]
+    want_end = max(min(end_cap, position + max_bytes), position + first.size)
+    data = segment.read_at(position, want_end - position)
+    if want_end == end_cap or len(data) < want_end - position:
+        return data if want_end == end_cap else _cut(data, 0)
+    # want_end fell inside a batch: cut after the last whole batch, walking from the
+    # nearest index entry instead of from the first batch.
+    hint = segment.floor_position(want_end)
+    return _cut(data, hint - position if hint > position else 0)
+
+
+def _cut(data: bytes, start: int) -> bytes:
+    end = start
+    size = len(data)
+    while end + 12 <= size:
+        (length,) = _BATCH_LENGTH.unpack_from(data, end + 8)
+        step = length + 12
+        if end + step > size:
+            break
+        end += step
+    return data if end == size else data[:end]
+
+
+def _read_int(path: Path, default: int) -> int:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return default

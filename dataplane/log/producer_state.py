@@ -4,13 +4,24 @@ For each producer id the partition remembers its epoch and the last few batches 
 wrote (first and last sequence, first and last offset). A retried batch that matches one
 of them is acknowledged with its original offsets and not written again; a gap in the
 sequence is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH.
-The state is rebuilt from batch headers on start-up (it is derived from the log).
+The state is derived from the log: on start-up it is loaded from the newest snapshot
+(written when a segment rolls and at clean shutdown) and the batches after it are
+replayed; without a snapshot every batch header is replayed.
+
+Snapshot file ``OFFSET.snapshot`` (OFFSET: the log end offset it was taken at, 20 digits)::
+
+    8 hex digits of the CRC-32C of the rest, newline, then JSON
+    {"version": 1, "producers": [[pid, epoch, lastTimestamp, [[firstSeq, lastSeq,
+                                   firstOffset, lastOffset, timestamp], ...]], ...]}
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass, field
+
+import crc32c
 
 from dataplane.errors import InvalidProducerEpoch, OutOfOrderSequence
 from dataplane.protocol.record_batch import NO_SEQUENCE, BatchHeader
@@ -32,6 +43,8 @@ class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=5))
     last_timestamp_ms: int = 0
+    """Broker time of the producer's last append (expiry); never a client timestamp, so
+    a producer writing old CreateTime records is not expired while it is active."""
 
     @property
     def last_seq(self) -> int:
@@ -77,8 +90,11 @@ class ProducerStateTable:
             raise OutOfOrderSequence(f"producer {pid} sent sequence {first}, expected {expected}")
         return None
 
-    def record(self, header: BatchHeader) -> None:
-        """Remember an appended batch (its header carries the assigned offsets)."""
+    def record(self, header: BatchHeader, now_ms: int | None = None) -> None:
+        """Remember an appended batch (its header carries the assigned offsets).
+
+        ``now_ms`` is the broker's clock at append; replays at load pass the load time.
+        """
         pid = header.producer_id
         if pid < 0:
             return
@@ -97,9 +113,62 @@ class ProducerStateTable:
                 header.max_timestamp,
             )
         )
-        entry.last_timestamp_ms = header.max_timestamp
+        entry.last_timestamp_ms = header.max_timestamp if now_ms is None else now_ms
+
+    def touch_all(self, now_ms: int) -> None:
+        """Restart every producer's idle clock (after loading: downtime is not idleness)."""
+        for entry in self.producers.values():
+            entry.last_timestamp_ms = max(entry.last_timestamp_ms, now_ms)
 
     def expire(self, now_ms: int, max_idle_ms: int) -> None:
         stale = [p for p, e in self.producers.items() if now_ms - e.last_timestamp_ms > max_idle_ms]
         for pid in stale:
             del self.producers[pid]
+
+    def last_batch_offsets(self) -> dict[int, int]:
+        """Last offset of every producer's newest batch (the log cleaner keeps those)."""
+        return {pid: e.batches[-1].last_offset for pid, e in self.producers.items() if e.batches}
+
+    def snapshot(self) -> bytes:
+        """The table as a snapshot file's content."""
+        doc = {
+            "version": 1,
+            "producers": [
+                [
+                    pid,
+                    e.epoch,
+                    e.last_timestamp_ms,
+                    [
+                        [m.first_seq, m.last_seq, m.first_offset, m.last_offset, m.timestamp]
+                        for m in e.batches
+                    ],
+                ]
+                for pid, e in self.producers.items()
+            ],
+        }
+        body = json.dumps(doc, separators=(",", ":")).encode()
+        return b"%08x\n" % crc32c.crc32c(body) + body
+
+    def load_snapshot(self, raw: bytes) -> bool:
+        """Replace the table with a snapshot; False (table unchanged) if it is damaged."""
+        head, _, body = raw.partition(b"\n")
+        try:
+            if int(head, 16) != crc32c.crc32c(body):
+                return False
+            doc = json.loads(body)
+            if doc.get("version") != 1:
+                return False
+            producers: dict[int, ProducerEntry] = {}
+            for pid, epoch, last_ts, batches in doc["producers"]:
+                entry = ProducerEntry(int(epoch), deque(maxlen=self.max_entries), int(last_ts))
+                for first_seq, last_seq, first_off, last_off, ts in batches:
+                    entry.batches.append(
+                        BatchMetadata(
+                            int(first_seq), int(last_seq), int(first_off), int(last_off), int(ts)
+                        )
+                    )
+                producers[int(pid)] = entry
+        except (ValueError, TypeError, KeyError):
+            return False
+        self.producers = producers
+        return True

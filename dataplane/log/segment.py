@@ -1,166 +1,344 @@
-"""One log segment: a file of record batches and its sparse indexes.
+"""One log segment: a file of record batches and its sparse index.
 
 Files of a segment whose first offset is B (B zero-padded to 20 digits)::
 
-    B.log        record batches exactly as stored by append (base offsets patched)
-    B.index      sparse offset index: entries of (relativeOffset u32, position u32)
-    B.timeindex  sparse time index:   entries of (maxTimestamp i64, relativeOffset u32)
+    B.log       record batches exactly as stored by append (base offsets patched)
+    B.index     sparse index, written when the segment is sealed (format below)
 
-The indexes of the active segment live in memory and are written (to a temporary file,
-fsynced, renamed) when the segment is closed; a segment without valid index files is
-rebuilt by scanning its batches. Recovery scans the last segment, checks every batch's
-CRC and truncates a torn tail.
+The index lives in memory while the segment is active. When the segment rolls it is
+*sealed* off the event loop: the .log is fsynced, then the index is written to a temporary
+file, fsynced and renamed into place (and the directory fsynced). So an index file exists
+only for data that is durable, and it describes exactly ``log size`` bytes of it. On load
+an index is used only if its CRC, magic, base offset and recorded log size all match;
+otherwise the segment is scanned (CRC of every batch) and the index rebuilt.
+
+Index file (big-endian)::
+
+    0   4   magic b"SLIX"
+    4   2   version (1)
+    6   2   reserved (0)
+    8   8   base offset B
+    16  8   next offset          one past the last offset the segment covers
+    24  8   log size             bytes of B.log this index describes
+    32  8   max timestamp        largest batch maxTimestamp, -1 if none
+    40  8   max timestamp offset base offset of the first batch holding it, -1 if none
+    48  8   first batch timestamp  maxTimestamp of the first batch (segment.ms rolls), -1
+    56  4   N, the entry count
+    60  N*4 relative offsets     u32: base offset of an indexed batch minus B
+        N*4 positions            u32: byte position of that batch in B.log
+        N*8 max timestamp before i64: largest maxTimestamp of the batches before it, -1
+    end 4   CRC-32C of every byte before it
+
+An entry is added for the first batch and then for the first batch after every
+``index.interval.bytes`` bytes. "Max timestamp before" is non-decreasing, so a timestamp
+lookup is a bisection too: the last entry whose value is below the target is a batch at or
+before the first batch holding a timestamp >= target.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import logging
 import os
 import struct
+import sys
+import threading
 import time
+from array import array
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import crc32c
 
 from dataplane.protocol.record_batch import (
     CRC_START,
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
-    parse_header,
 )
 
 log = logging.getLogger(__name__)
 
-OFFSET_ENTRY = struct.Struct(">II")
-TIME_ENTRY = struct.Struct(">qI")
+INDEX_MAGIC = b"SLIX"
+INDEX_VERSION = 1
+_INDEX_HEAD = struct.Struct(">4sHHqqqqqqI")
+_CRC = struct.Struct(">I")
+_BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch
+_BASE_AND_DELTA = struct.Struct(">q")  # base offset at byte 0; lastOffsetDelta below
+_LAST_DELTA = struct.Struct(">i")  # at byte 23
 SCAN_CHUNK = 1 << 20
+LOOKUP_CHUNK = 1 << 16
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MAX_RELATIVE_OFFSET = 2**31 - 1
+"""A segment rolls before an offset would lie further than this from its base."""
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+_executors: dict[str, ThreadPoolExecutor] = {}
+_executors_lock = threading.Lock()
+
+
+def background_executor(name: str, workers: int) -> ThreadPoolExecutor:
+    """A small thread pool of its own for slow log work (sealing, cleaning).
+
+    Kept apart from the event loop's default executor, which runs the fsync rounds that
+    acknowledgements wait for: a burst of multi-second seals must not queue ahead of them.
+    """
+    with _executors_lock:
+        executor = _executors.get(name)
+        if executor is None:
+            executor = ThreadPoolExecutor(workers, thread_name_prefix=f"sluice-{name}")
+            _executors[name] = executor
+        return executor
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class Segment:
-    """A segment file plus in-memory sparse indexes. Not thread-safe; lives on the loop."""
+def parse_base(name: str, suffix: str) -> int | None:
+    """The base offset in a file name such as ``00000000000000000042.log``."""
+    if not name.endswith(suffix):
+        return None
+    stem = name[: -len(suffix)]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
 
-    def __init__(self, directory: Path, base_offset: int, index_interval: int) -> None:
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames and unlinks in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, content: bytes) -> None:
+    """Write, fsync, rename over ``path`` and fsync the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _to_disk(values: array[int]) -> bytes:
+    copy = array(values.typecode, values)
+    if not _BIG_ENDIAN:
+        copy.byteswap()
+    return copy.tobytes()
+
+
+def _from_disk(typecode: str, raw: bytes) -> array[int]:
+    values = array(typecode)
+    values.frombytes(raw)
+    if not _BIG_ENDIAN:
+        values.byteswap()
+    return values
+
+
+class Segment:
+    """A segment file plus its in-memory sparse index.
+
+    Lives on the event loop, except :meth:`seal` (thread-safe, run off the loop) and reads
+    of a closed segment by the log cleaner (through its own duplicated descriptor).
+
+    Lifecycle flags: ``closed`` (rolled: no more appends), ``sealed`` (closed, fsynced and
+    index written), ``deleted`` (files unlinked; the descriptor stays open for a grace
+    period so in-flight readers finish), ``cleaning`` (the log cleaner is rewriting it:
+    retention must not delete it until the cleaner is done).
+    """
+
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval: int, *, path: Path | None = None
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval = index_interval
-        self.path = directory / segment_name(base_offset, ".log")
+        self.path = path if path is not None else directory / segment_name(base_offset, ".log")
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
-        self.created = time.time()
+        self.max_timestamp_offset = -1
+        self.first_batch_timestamp = -1
+        self.created_ms = int(time.time() * 1000)
         self.first_append_ms: int | None = None
-        # Sparse offset index: absolute offsets and file positions of batch starts.
-        self.idx_offsets: list[int] = []
-        self.idx_positions: list[int] = []
-        # Sparse time index: running max timestamp and the batch base offset it was seen at.
-        self.ti_timestamps: list[int] = []
-        self.ti_offsets: list[int] = []
+        self._rel: array[int] = array("I")
+        self._pos: array[int] = array("I")
+        self._tsb: array[int] = array("q")
         self._bytes_since_entry = 0
-        self.closed_for_writes = False
+        self.closed = False
+        self.sealed = False
+        self.deleted = False
+        self.cleaning = False
+        self._seal_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path.name}, size={self.size}, next={self.next_offset})"
+
+    @property
+    def index_path(self) -> Path:
+        return self.directory / segment_name(self.base_offset, ".index")
+
+    @property
+    def index_entries(self) -> int:
+        return len(self._rel)
 
     # ------------------------------------------------------------------ append
 
     def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> int:
-        """Append already-patched batches; returns the position they were written at."""
+        """Append whole batches with one write; returns the position they start at.
+
+        ``headers`` are the batches' headers with positions relative to ``data``.
+        """
         position = self.size
         written = os.write(self.fd, data)
         if written != len(data):  # a short write on a regular file: disk full
             os.ftruncate(self.fd, position)
-            raise OSError(28, "short write to segment (disk full?)")
+            raise OSError(errno.ENOSPC, "short write to segment (disk full?)")
         for header in headers:
             self._index(header, position + header.position)
-        self.size += len(data)
+        self.size = position + len(data)
         if self.first_append_ms is None:
             self.first_append_ms = int(time.time() * 1000)
         return position
 
     def _index(self, header: BatchHeader, position: int) -> None:
-        if not self.idx_offsets or self._bytes_since_entry >= self.index_interval:
-            self.idx_offsets.append(header.base_offset)
-            self.idx_positions.append(position)
+        if not self._rel or self._bytes_since_entry >= self.index_interval:
+            self._rel.append(header.base_offset - self.base_offset)
+            self._pos.append(position)
+            self._tsb.append(self.max_timestamp)
             self._bytes_since_entry = 0
         self._bytes_since_entry += header.size
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            if not self.ti_timestamps or header.base_offset > self.ti_offsets[-1]:
-                self.ti_timestamps.append(header.max_timestamp)
-                self.ti_offsets.append(header.base_offset)
+        timestamp = header.max_timestamp
+        if position == 0:
+            self.first_batch_timestamp = timestamp
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+            self.max_timestamp_offset = header.base_offset
         self.next_offset = header.next_offset
+
+    def _reset_index(self) -> None:
+        self._rel = array("I")
+        self._pos = array("I")
+        self._tsb = array("q")
+        self._bytes_since_entry = 0
+        self.max_timestamp = -1
+        self.max_timestamp_offset = -1
+        self.first_batch_timestamp = -1
+        self.next_offset = self.base_offset
 
     # ------------------------------------------------------------------ read
 
     def read_at(self, position: int, size: int) -> bytes:
-        return os.pread(self.fd, size, position)
+        fd = self.fd
+        if fd < 0:
+            raise OSError(errno.EBADF, f"segment {self.path.name} is closed")
+        return os.pread(fd, size, position)
 
     def header_at(self, position: int) -> BatchHeader | None:
-        raw = os.pread(self.fd, HEADER_SIZE, position)
+        raw = self.read_at(position, HEADER_SIZE)
         if len(raw) < HEADER_SIZE:
             return None
-        return parse_header(raw, 0)
+        return BatchHeader(position, *HEADER.unpack_from(raw, 0))
+
+    def _walk(self, start: int, chunk: int) -> Iterator[tuple[int, bytes, int]]:
+        """(file position, buffer, position in buffer) of each batch from ``start``.
+
+        The buffer holds at least the batch's 61-byte header. Reads ``chunk`` bytes at a
+        time; stops at the end of the segment or at bytes that are not a batch.
+        """
+        end = self.size
+        position = start
+        buf = b""
+        buf_start = start
+        while position + HEADER_SIZE <= end:
+            rel = position - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = self.read_at(position, min(max(chunk, HEADER_SIZE), end - position))
+                buf_start = position
+                rel = 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            (length,) = _BATCH_LENGTH.unpack_from(buf, rel + 8)
+            if length < MIN_BATCH_LENGTH:
+                return
+            yield position, buf, rel
+            position += length + LOG_OVERHEAD
+
+    def iter_batches(
+        self, start: int = 0, *, chunk: int = SCAN_CHUNK
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from position ``start`` (a batch start)."""
+        for position, buf, rel in self._walk(start, chunk):
+            yield position, BatchHeader(position, *HEADER.unpack_from(buf, rel))
 
     def position_for(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """Position and header of the batch that contains ``offset`` (or the first after)."""
-        i = bisect.bisect_right(self.idx_offsets, offset) - 1
-        position = self.idx_positions[i] if i >= 0 else 0
-        while position < self.size:
-            header = self.header_at(position)
-            if header is None:
-                return None
-            if header.last_offset >= offset:
-                return position, header
-            position += header.size
+        """Position and header of the batch holding ``offset``, or of the first after it."""
+        rel = offset - self.base_offset
+        i = bisect.bisect_right(self._rel, rel) - 1 if rel >= 0 else -1
+        start = self._pos[i] if i >= 0 else 0
+        chunk = min(max(self.index_interval * 2, 4096), LOOKUP_CHUNK) + HEADER_SIZE
+        for position, buf, at in self._walk(start, chunk):
+            (base,) = _BASE_AND_DELTA.unpack_from(buf, at)
+            (delta,) = _LAST_DELTA.unpack_from(buf, at + 23)
+            if base + delta >= offset:
+                return position, BatchHeader(position, *HEADER.unpack_from(buf, at))
         return None
 
     def position_for_timestamp(self, timestamp: int) -> int:
-        """A position at or before the first batch whose max timestamp >= ``timestamp``."""
-        i = bisect.bisect_left(self.ti_timestamps, timestamp)
-        if i == 0:
-            return 0
-        # Batches after the entry before i may hold the first larger timestamp.
-        start_offset = self.ti_offsets[i - 1]
-        found = self.position_for(start_offset)
-        return found[0] if found else 0
+        """A batch position at or before the first batch with maxTimestamp >= ``timestamp``."""
+        k = bisect.bisect_left(self._tsb, timestamp)
+        return self._pos[k - 1] if k > 0 else 0
 
-    def iter_batches(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        position = start
-        while position < self.size:
-            header = self.header_at(position)
-            if header is None or header.size < HEADER_SIZE:
-                return
-            yield position, header
-            position += header.size
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 when none)."""
+        i = bisect.bisect_right(self._pos, position) - 1
+        return self._pos[i] if i >= 0 else 0
 
-    # ------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------ recovery
 
     def recover(self) -> int:
-        """Scan every batch, verify CRCs, truncate a torn or corrupt tail, rebuild indexes.
+        """Scan every batch, verify CRCs, truncate a torn or corrupt tail, rebuild the index.
 
-        Returns the number of bytes truncated.
+        A batch is accepted when its magic is 2, its length fits the file, its CRC matches
+        and its base offset is not below the segment's base nor below the end of the batch
+        before it (offsets only grow; compaction may leave gaps). Returns bytes truncated.
         """
-        self._reset_indexes()
-        position = 0
+        self._reset_index()
         file_size = os.fstat(self.fd).st_size
+        position = 0
         buf = b""
         buf_start = 0
-        while position < file_size:
-            need = position - buf_start + HEADER_SIZE
-            if need > len(buf):
-                buf = os.pread(self.fd, max(SCAN_CHUNK, HEADER_SIZE), position)
-                buf_start = position
+        while position + HEADER_SIZE <= file_size:
             rel = position - buf_start
-            if len(buf) - rel < HEADER_SIZE:
-                break
-            header = parse_header(buf, rel)
-            if header.magic != 2 or header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, SCAN_CHUNK, position)
+                buf_start = position
+                rel = 0
+                if len(buf) < HEADER_SIZE:
+                    break
+            header = BatchHeader(position, *HEADER.unpack_from(buf, rel))
+            if (
+                header.magic != 2
+                or header.batch_length < MIN_BATCH_LENGTH
+                or position + header.size > file_size
+                or header.last_offset_delta < 0
+                or header.record_count < 0
+                or header.base_offset < self.next_offset
+                or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+            ):
                 break
             if rel + header.size > len(buf):
                 buf = os.pread(self.fd, max(SCAN_CHUNK, header.size), position)
@@ -170,9 +348,6 @@ class Segment:
                     break
             if crc32c.crc32c(memoryview(buf)[rel + CRC_START : rel + header.size]) != header.crc:
                 break
-            if self.idx_offsets and header.base_offset < self.next_offset:
-                break  # offsets must grow; anything else is garbage
-            self.size = position
             self._index(header, position)
             position += header.size
         self.size = position
@@ -180,72 +355,109 @@ class Segment:
         if truncated:
             log.warning("%s: truncating %d bytes of torn or corrupt tail", self.path, truncated)
             os.ftruncate(self.fd, position)
-        if not self.idx_offsets:
-            self.next_offset = self.base_offset
         return truncated
 
-    def _reset_indexes(self) -> None:
-        self.idx_offsets.clear()
-        self.idx_positions.clear()
-        self.ti_timestamps.clear()
-        self.ti_offsets.clear()
-        self._bytes_since_entry = 0
-        self.max_timestamp = -1
-        self.next_offset = self.base_offset
+    # ------------------------------------------------------------------ index file
 
-    def load_indexes(self) -> bool:
-        """Load index files written when the segment was closed. False if absent/invalid."""
-        index_path = self.directory / segment_name(self.base_offset, ".index")
-        time_path = self.directory / segment_name(self.base_offset, ".timeindex")
-        meta_path = self.directory / segment_name(self.base_offset, ".meta")
+    def index_bytes(self) -> bytes:
+        head = _INDEX_HEAD.pack(
+            INDEX_MAGIC,
+            INDEX_VERSION,
+            0,
+            self.base_offset,
+            self.next_offset,
+            self.size,
+            self.max_timestamp,
+            self.max_timestamp_offset,
+            self.first_batch_timestamp,
+            len(self._rel),
+        )
+        body = b"".join((head, _to_disk(self._rel), _to_disk(self._pos), _to_disk(self._tsb)))
+        return body + _CRC.pack(crc32c.crc32c(body))
+
+    def write_index(self) -> None:
+        """Persist the index atomically (temporary file, fsync, rename, directory fsync)."""
+        write_atomically(self.index_path, self.index_bytes())
+
+    def load_index(self) -> bool:
+        """Adopt the index file if it is intact and describes the .log as it is now."""
         try:
-            raw_idx = index_path.read_bytes()
-            raw_ti = time_path.read_bytes()
-            meta = meta_path.read_text().split()
+            raw = self.index_path.read_bytes()
         except OSError:
             return False
-        if len(raw_idx) % OFFSET_ENTRY.size or len(raw_ti) % TIME_ENTRY.size or len(meta) != 3:
+        if len(raw) < _INDEX_HEAD.size + _CRC.size:
             return False
-        next_offset, max_ts, size = (int(x) for x in meta)
-        if size != self.size:
+        (crc,) = _CRC.unpack_from(raw, len(raw) - _CRC.size)
+        if crc32c.crc32c(memoryview(raw)[: -_CRC.size]) != crc:
+            log.warning("%s: bad CRC, rebuilding", self.index_path)
             return False
-        self._reset_indexes()
-        for rel, pos in OFFSET_ENTRY.iter_unpack(raw_idx):
-            self.idx_offsets.append(self.base_offset + rel)
-            self.idx_positions.append(pos)
-        for ts, rel in TIME_ENTRY.iter_unpack(raw_ti):
-            self.ti_timestamps.append(ts)
-            self.ti_offsets.append(self.base_offset + rel)
+        (
+            magic,
+            version,
+            _,
+            base,
+            next_offset,
+            size,
+            max_ts,
+            max_ts_offset,
+            first_ts,
+            count,
+        ) = _INDEX_HEAD.unpack_from(raw, 0)
+        entries_end = _INDEX_HEAD.size + count * 16
+        if (
+            magic != INDEX_MAGIC
+            or version != INDEX_VERSION
+            or base != self.base_offset
+            or size != self.size
+            or next_offset < base
+            or entries_end + _CRC.size != len(raw)
+            or (size > 0) != (count > 0)
+        ):
+            log.info("%s does not match %s, rebuilding", self.index_path.name, self.path.name)
+            return False
+        a = _INDEX_HEAD.size
+        rel = _from_disk("I", raw[a : a + count * 4])
+        pos = _from_disk("I", raw[a + count * 4 : a + count * 8])
+        tsb = _from_disk("q", raw[a + count * 8 : entries_end])
+        if count and (pos[0] != 0 or pos[-1] >= size or rel[-1] > next_offset - base):
+            return False
+        self._rel, self._pos, self._tsb = rel, pos, tsb
+        self._bytes_since_entry = 0
         self.next_offset = next_offset
         self.max_timestamp = max_ts
+        self.max_timestamp_offset = max_ts_offset
+        self.first_batch_timestamp = first_ts
         return True
 
-    def write_indexes(self) -> None:
-        """Persist the indexes (atomically) so a restart need not rescan this segment."""
-        files = {
-            ".index": b"".join(
-                OFFSET_ENTRY.pack(o - self.base_offset, p)
-                for o, p in zip(self.idx_offsets, self.idx_positions, strict=True)
-            ),
-            ".timeindex": b"".join(
-                TIME_ENTRY.pack(t, o - self.base_offset)
-                for t, o in zip(self.ti_timestamps, self.ti_offsets, strict=True)
-            ),
-            ".meta": f"{self.next_offset} {self.max_timestamp} {self.size}\n".encode(),
-        }
-        for suffix, content in files.items():
-            final = self.directory / segment_name(self.base_offset, suffix)
-            tmp = final.with_suffix(suffix + ".tmp")
-            with open(tmp, "wb") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
+    def drop_index_file(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.index_path.unlink()
 
-    def drop_index_files(self) -> None:
-        for suffix in (".index", ".timeindex", ".meta"):
-            with contextlib.suppress(FileNotFoundError):
-                (self.directory / segment_name(self.base_offset, suffix)).unlink()
+    # ------------------------------------------------------------------ lifecycle
+
+    def seal(self) -> None:
+        """fsync the data, then write the index. Idempotent; safe off the event loop.
+
+        Does nothing for a deleted segment; if the segment is deleted while this runs, the
+        index just written is removed again.
+        """
+        with self._seal_lock:
+            if self.sealed or self.deleted:
+                return
+            os.fsync(self.fd)
+            self.write_index()
+            if self.deleted:
+                self.drop_index_file()
+                return
+            self.sealed = True
+
+    def unlink_files(self) -> None:
+        """Delete the segment's files (retention). The descriptor stays open: close() later."""
+        self.deleted = True
+        self.cleaning = False
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self.drop_index_file()
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -253,14 +465,32 @@ class Segment:
             self.fd = -1
 
     def delete(self) -> None:
+        self.unlink_files()
         self.close()
-        self.drop_index_files()
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
 
-    @property
-    def last_modified_ms(self) -> int:
-        """Largest record timestamp, or the file's mtime when there is none."""
+    # ------------------------------------------------------------------ time
+
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's mtime when no batch has one (retention)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.stat(self.path).st_mtime * 1000)
+        try:
+            return int(os.stat(self.path).st_mtime * 1000)
+        except FileNotFoundError:
+            return self.created_ms
+
+    def time_to_roll(self, timestamp_ms: int, now_ms: int, roll_ms: int) -> bool:
+        """Kafka's segment.ms rule on append: the incoming batch's timestamp is more than
+        ``roll_ms`` after the first batch's (or the segment is that old, without one)."""
+        if self.size == 0:
+            return False
+        if self.first_batch_timestamp >= 0:
+            return timestamp_ms - self.first_batch_timestamp > roll_ms
+        return now_ms - self.created_ms > roll_ms
+
+    def idle_roll_due(self, now_ms: int, roll_ms: int) -> bool:
+        """Background segment.ms roll: the first append (wall clock) is older than ``roll_ms``."""
+        if self.size == 0:
+            return False
+        since = self.first_append_ms if self.first_append_ms is not None else self.created_ms
+        return now_ms - since > roll_ms

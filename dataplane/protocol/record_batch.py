@@ -10,8 +10,12 @@ Binary layout of one batch (all integers big-endian)::
     17      4     crc                   CRC-32C of bytes 21..end
     21      2     attributes            bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
                                         4 transactional, 5 control, 6 has delete horizon
-    23      4     lastOffsetDelta
-    27      8     baseTimestamp         (the delete horizon when bit 6 is set)
+    23      4     lastOffsetDelta       base + delta = last offset, also after compaction
+                                        removed records (recordCount may then be smaller,
+                                        even 0: an empty batch kept for producer state)
+    27      8     baseTimestamp         record timestamps are base + delta; when bit 6 is
+                                        set it is the delete horizon (KIP-534) instead of
+                                        the first record's timestamp
     35      8     maxTimestamp
     43      8     producerId
     51      2     producerEpoch
@@ -29,8 +33,13 @@ Lengths of -1 mean null. Varints are zig-zag encoded.
 
 The broker validates the header and CRC on produce, patches baseOffset and
 partitionLeaderEpoch (the CRC does not cover them) and never re-encodes records on the
-hot path. Records are decoded only where the broker must look inside (compaction,
-internal topics, tests).
+hot path. Records are decoded only where the broker must look inside (compaction, the
+key check of compacted topics, internal topics, tests).
+
+Error codes follow Kafka 4's LogValidator: a bad CRC or truncated data is CORRUPT_MESSAGE
+(retriable: the bytes were damaged in transit); a well-formed batch that breaks a rule
+(count and offset range disagree, a control batch from a client, an idempotent batch
+without a sequence, a null key in a compacted topic) is INVALID_RECORD.
 """
 
 from __future__ import annotations
@@ -42,7 +51,12 @@ from dataclasses import dataclass
 import cramjam
 import crc32c
 
-from dataplane.errors import CorruptRecord, UnsupportedCompression, UnsupportedMessageFormat
+from dataplane.errors import (
+    CorruptRecord,
+    InvalidRecord,
+    UnsupportedCompression,
+    UnsupportedMessageFormat,
+)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -64,6 +78,9 @@ NO_SEQUENCE = -1
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_U32 = struct.Struct(">I")
+_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordCount (bytes 21..60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +133,15 @@ class BatchHeader:
         return bool(self.attributes & TIMESTAMP_TYPE_BIT)
 
     @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_BIT)
+
+    @property
+    def delete_horizon(self) -> int:
+        """The delete horizon (ms) set by the log cleaner, or -1."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else -1
+
+    @property
     def last_sequence(self) -> int:
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
@@ -163,18 +189,25 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
             raise CorruptRecord(
                 f"record batch length {header.batch_length} does not fit the request"
             )
-        if header.codec > CODEC_ZSTD:
-            raise UnsupportedCompression(f"unknown compression codec {header.codec}")
-        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-            raise CorruptRecord(
-                f"record count {header.record_count} does not match last offset delta "
-                f"{header.last_offset_delta}"
-            )
         actual = crc32c.crc32c(view[position + CRC_START : position + header.size])
         if actual != header.crc:
             raise CorruptRecord(
                 f"record batch CRC mismatch: header says {header.crc:#010x}, "
                 f"data gives {actual:#010x}"
+            )
+        if header.codec > CODEC_ZSTD:
+            raise UnsupportedCompression(f"unknown compression codec {header.codec}")
+        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+            raise InvalidRecord(
+                f"record count {header.record_count} does not match last offset delta "
+                f"{header.last_offset_delta}"
+            )
+        if header.attributes & CONTROL_BIT:
+            raise InvalidRecord("clients are not allowed to write control records")
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise InvalidRecord(
+                f"invalid sequence number {header.base_sequence} in a record batch of "
+                f"producer {header.producer_id}"
             )
         headers.append(header)
         position += header.size
@@ -212,7 +245,7 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     shift = 0
     raw = 0
     while True:
@@ -283,34 +316,57 @@ def compress(codec: int, data: bytes) -> bytes:
     raise UnsupportedCompression(f"unknown compression codec {codec}")
 
 
-def decode_records(batch: bytes | memoryview) -> list[Record]:
-    """Decode every record of one whole batch (header included)."""
+def _records_body(batch: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
+    if len(batch) < header.size:
+        raise CorruptRecord(f"record batch is truncated: {len(batch)} of {header.size} bytes")
+    return decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
+    """Decode every record of one whole batch (header included).
+
+    Raises CorruptRecord when a field runs past its record or the block, or when bytes
+    are left over after ``recordCount`` records.
+    """
     header = parse_header(batch, 0)
-    body = decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
+    body = _records_body(batch, header)
+    size = len(body)
     records: list[Record] = []
     pos = 0
     try:
         for _ in range(header.record_count):
             length, pos = _read_varint(body, pos)
             end = pos + length
+            if length <= 0 or end > size:
+                raise CorruptRecord(f"record length {length} runs past its batch")
             pos += 1  # record attributes, unused
             ts_delta, pos = _read_varint(body, pos)
             offset_delta, pos = _read_varint(body, pos)
             key_len, pos = _read_varint(body, pos)
-            key = None if key_len < 0 else body[pos : pos + key_len]
-            pos += max(key_len, 0)
+            key = None
+            if key_len >= 0:
+                key = body[pos : pos + key_len]
+                pos += key_len
             value_len, pos = _read_varint(body, pos)
-            value = None if value_len < 0 else body[pos : pos + value_len]
-            pos += max(value_len, 0)
+            value = None
+            if value_len >= 0:
+                value = body[pos : pos + value_len]
+                pos += value_len
             header_count, pos = _read_varint(body, pos)
+            if header_count < 0 or header_count > length:
+                raise CorruptRecord(f"invalid header count {header_count}")
             headers = []
             for _ in range(header_count):
                 hk_len, pos = _read_varint(body, pos)
+                if hk_len < 0:
+                    raise CorruptRecord("record header with a null key")
                 hk = body[pos : pos + hk_len].decode("utf-8", "replace")
                 pos += hk_len
                 hv_len, pos = _read_varint(body, pos)
-                hv = None if hv_len < 0 else body[pos : pos + hv_len]
-                pos += max(hv_len, 0)
+                hv = None
+                if hv_len >= 0:
+                    hv = body[pos : pos + hv_len]
+                    pos += hv_len
                 headers.append((hk, hv))
             if pos != end:
                 raise CorruptRecord("record length does not match its fields")
@@ -322,7 +378,37 @@ def decode_records(batch: bytes | memoryview) -> list[Record]:
             )
     except IndexError as exc:
         raise CorruptRecord("truncated record inside batch") from exc
+    if pos != size:
+        raise CorruptRecord(f"{size - pos} bytes left over after {header.record_count} records")
     return records
+
+
+def first_null_key(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int:
+    """Index of the first record without a key in the batch at ``header.position``, or -1.
+
+    Compacted topics refuse such records (Kafka: INVALID_RECORD). Walks the records
+    without building them; a compressed batch is decompressed first.
+    """
+    start = header.position
+    if header.codec == CODEC_NONE:
+        body: bytes | memoryview = memoryview(buf)[start + HEADER_SIZE : start + header.size]
+    else:
+        body = _records_body(memoryview(buf)[start : start + header.size], header)
+    pos = 0
+    try:
+        for index in range(header.record_count):
+            length, pos = _read_varint(body, pos)
+            end = pos + length
+            pos += 1
+            _, pos = _read_varint(body, pos)
+            _, pos = _read_varint(body, pos)
+            key_len, pos = _read_varint(body, pos)
+            if key_len < 0:
+                return index
+            pos = end
+    except IndexError as exc:
+        raise CorruptRecord("truncated record inside batch") from exc
+    return -1
 
 
 def encode_batch(
@@ -336,19 +422,26 @@ def encode_batch(
     base_sequence: int = NO_SEQUENCE,
     attributes: int = 0,
     leader_epoch: int = -1,
+    last_offset_delta: int | None = None,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
 ) -> bytes:
     """Build one batch. Used for internal topics, compaction output and tests.
 
     ``records`` are (key, value) pairs placed at consecutive offsets, or Record values whose
-    offsets and timestamps are kept (relative to the first record).
+    offsets and timestamps are kept (offsets relative to ``base_offset``). The log cleaner
+    passes ``last_offset_delta`` (the original batch's, so offsets of removed records stay
+    covered), ``base_timestamp`` (the delete horizon, with DELETE_HORIZON_BIT in
+    ``attributes``) and ``max_timestamp`` (a LogAppendTime batch's append time).
     """
     body = bytearray()
     first_ts = timestamp_ms
-    max_ts = timestamp_ms
+    max_ts = -1 if records else timestamp_ms
     last_delta = 0
     first = records[0] if records else None
     if isinstance(first, Record):
-        first_ts = max_ts = first.timestamp
+        first_ts = first.timestamp
+    base_ts = first_ts if base_timestamp is None else base_timestamp
     for i, item in enumerate(records):
         headers: tuple[tuple[str, bytes | None], ...] = ()
         if isinstance(item, Record):
@@ -360,7 +453,7 @@ def encode_batch(
         max_ts = max(max_ts, ts)
         last_delta = delta
         rec = bytearray(b"\x00")
-        _write_varint(rec, ts - first_ts)
+        _write_varint(rec, ts - base_ts)
         _write_varint(rec, delta)
         for field in (key, value):
             if field is None:
@@ -380,22 +473,46 @@ def encode_batch(
                 rec += hv
         _write_varint(body, len(rec))
         body += rec
-    payload = compress(codec, bytes(body))
-    attrs = (attributes & ~CODEC_MASK) | codec
-    tail = (
-        struct.pack(
-            ">hiqqqhii",
-            attrs,
-            last_delta,
-            first_ts,
-            max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
-        )
-        + payload
+    payload = compress(codec, bytes(body)) if records else b""
+    attrs = (attributes & ~CODEC_MASK) | (codec if records else CODEC_NONE)
+    fields = (
+        attrs,
+        last_delta if last_offset_delta is None else last_offset_delta,
+        base_ts,
+        max_ts if max_timestamp is None else max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
     )
+    return _assemble(base_offset, leader_epoch, fields, payload)
+
+
+def encode_empty_batch(header: BatchHeader) -> bytes:
+    """A batch with no records that keeps ``header``'s offsets and producer fields.
+
+    The log cleaner writes one in place of a batch whose records are all gone when it is
+    the last batch of a producer, so the producer's sequence state survives (as Kafka).
+    """
+    attrs = header.attributes & (TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT)
+    fields = (
+        attrs,
+        header.last_offset_delta,
+        header.max_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
+    )
+    return _assemble(header.base_offset, header.leader_epoch, fields, b"")
+
+
+def _assemble(
+    base_offset: int, leader_epoch: int, fields: tuple[int, ...], payload: bytes
+) -> bytes:
+    """Header + payload; ``fields`` are attributes .. recordCount (bytes 21..60)."""
+    tail = _TAIL.pack(*fields) + payload
     crc = crc32c.crc32c(tail)
     batch_length = 4 + 1 + 4 + len(tail)
     return struct.pack(">qiibI", base_offset, batch_length, leader_epoch, 2, crc) + tail
