@@ -75,6 +75,14 @@ class InvalidConfig(BrokerError):
     code = ErrorCode.invalid_config
 
 
+class InvalidReplicaAssignment(BrokerError):
+    code = ErrorCode.invalid_replica_assignment
+
+
+class TopicDeletionDisabled(BrokerError):
+    code = ErrorCode.topic_deletion_disabled
+
+
 class InvalidRequest(BrokerError):
     code = ErrorCode.invalid_request
 
@@ -117,6 +125,69 @@ class RequestTimedOut(BrokerError):
 
 class ResourceNotFound(BrokerError):
     code = ErrorCode.resource_not_found
+
+
+# --------------------------------------------------------------------------- groups
+
+
+class CoordinatorNotAvailable(BrokerError):
+    code = ErrorCode.coordinator_not_available
+
+
+class NotCoordinator(BrokerError):
+    code = ErrorCode.not_coordinator
+
+
+class CoordinatorLoadInProgress(BrokerError):
+    code = ErrorCode.coordinator_load_in_progress
+
+
+class InvalidGroupId(BrokerError):
+    code = ErrorCode.invalid_group_id
+
+
+class GroupIdNotFound(BrokerError):
+    code = ErrorCode.group_id_not_found
+
+
+class NonEmptyGroup(BrokerError):
+    code = ErrorCode.non_empty_group
+
+
+class UnknownMemberId(BrokerError):
+    code = ErrorCode.unknown_member_id
+
+
+class IllegalGeneration(BrokerError):
+    code = ErrorCode.illegal_generation
+
+
+class RebalanceInProgress(BrokerError):
+    code = ErrorCode.rebalance_in_progress
+
+
+class InconsistentGroupProtocol(BrokerError):
+    code = ErrorCode.inconsistent_group_protocol
+
+
+class InvalidSessionTimeout(BrokerError):
+    code = ErrorCode.invalid_session_timeout
+
+
+class MemberIdRequired(BrokerError):
+    code = ErrorCode.member_id_required
+
+
+class GroupMaxSizeReached(BrokerError):
+    code = ErrorCode.group_max_size_reached
+
+
+class FencedInstanceId(BrokerError):
+    code = ErrorCode.fenced_instance_id
+
+
+class OffsetMetadataTooLarge(BrokerError):
+    code = ErrorCode.offset_metadata_too_large
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:

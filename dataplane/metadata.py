@@ -66,6 +66,9 @@ class MetadataStore:
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.next_producer_id = 1000
         self.producer_id_block = 1000
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        """Dynamic broker configs (AlterConfigs on BROKER resources) by scope: "" is the
+        cluster-wide default, "N" the broker with node id N."""
         self._load()
 
     # ------------------------------------------------------------------ persistence
@@ -79,6 +82,10 @@ class MetadataStore:
             return
         self.cluster_id = doc["cluster_id"]
         self.next_producer_id = int(doc.get("producer_id_high_watermark", 1000))
+        self.broker_configs = {
+            str(scope): {str(k): str(v) for k, v in values.items()}
+            for scope, values in doc.get("broker_configs", {}).items()
+        }
         for raw in doc["topics"]:
             info = TopicInfo(
                 raw["name"],
@@ -103,6 +110,7 @@ class MetadataStore:
                 }
                 for t in self.topics.values()
             ],
+            "broker_configs": self.broker_configs,
         }
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as fh:
@@ -180,6 +188,16 @@ class MetadataStore:
         self._index(info)
         self._save()
         return info
+
+    # ------------------------------------------------------------------ broker configs
+
+    def set_broker_configs(self, scope: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic broker configs of ``scope`` ("" or a node id)."""
+        if configs:
+            self.broker_configs[scope] = dict(configs)
+        else:
+            self.broker_configs.pop(scope, None)
+        self._save()
 
     # ------------------------------------------------------------------ producer ids
 

@@ -1,0 +1,399 @@
+"""Shared by the admin handlers: Kafka-style validation of names and configs, config
+entries for DescribeConfigs and CreateTopics, and the alter operations.
+
+Config resources are topics (type 2) and brokers (type 4). Where a value comes from (the
+``config_source`` of DescribeConfigs), most specific first::
+
+    DYNAMIC_TOPIC_CONFIG           1   topic override (CreateTopics, AlterConfigs on TOPIC)
+    DYNAMIC_BROKER_CONFIG          2   AlterConfigs on BROKER "N" (this broker)
+    DYNAMIC_DEFAULT_BROKER_CONFIG  3   AlterConfigs on BROKER "" (cluster-wide default)
+    STATIC_BROKER_CONFIG           4   the config file or --set
+    DEFAULT_CONFIG                 5   built-in default
+
+Dynamic broker configs are limited to the broker settings that back a topic config
+(``log.retention.ms`` for ``retention.ms`` …, the ones Kafka's DynamicLogConfig also
+reconfigures): partition logs read them through ``LogManager.topic_config``, so a change
+takes effect at once. Every other broker key answers INVALID_REQUEST, as Kafka does for
+keys it cannot update dynamically.
+
+Error messages follow Apache Kafka 4.x word for word where Kafka has the check, so that
+clients and scripts written against Kafka read the same text.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
+from dataplane.errors import InvalidConfig, InvalidRequest, InvalidTopic, UnknownTopicOrPartition
+
+if TYPE_CHECKING:
+    from dataplane.broker import Broker
+
+
+class ResourceType(enum.IntEnum):
+    """ConfigResource.Type of Kafka's admin API."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+KNOWN_RESOURCE_TYPES = frozenset(int(t) for t in ResourceType if t is not ResourceType.UNKNOWN)
+
+
+class ConfigSource(enum.IntEnum):
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class AlterOp(enum.IntEnum):
+    """IncrementalAlterConfigs config_operation."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+DYNAMIC_BROKER_KEYS = frozenset(
+    d.broker_key for d in TOPIC_CONFIGS.values() if d.broker_key is not None
+)
+assert DYNAMIC_BROKER_KEYS.issubset(BROKER_CONFIGS)
+
+INVALID_REQUEST_MESSAGE = (
+    "This most likely occurs because of a request being malformed by the client library or "
+    "the message was sent to an incompatible broker. See the broker logs for more details."
+)
+"""Kafka's default message for INVALID_REQUEST, sent when a whole request is refused."""
+
+# --------------------------------------------------------------------------- names
+
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_JAVA_DOUBLE = re.compile(
+    r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)"
+)
+
+
+def check_topic_name(name: str) -> None:
+    """Raise InvalidTopic with Kafka's message (``Topic.validate``) for an illegal name."""
+    if not name:
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
+    elif not _LEGAL_TOPIC.fullmatch(name):
+        reason = (
+            f"'{name}' contains one or more characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    else:
+        return
+    raise InvalidTopic(f"Topic name is invalid: {reason}")
+
+
+def colliding_topic(name: str, existing: Iterable[str]) -> str | None:
+    """An existing topic that differs from ``name`` only by '.' versus '_' (Kafka refuses
+    such pairs: their metric names would collide)."""
+    if "." not in name and "_" not in name:
+        return None
+    unified = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == unified:
+            return other
+    return None
+
+
+def broker_scope(broker: Broker, name: str, *, describe: bool) -> str:
+    """The dynamic-config scope of BROKER resource ``name``: "" or this node's id."""
+    if not name:
+        return ""
+    if not _JAVA_INT.fullmatch(name):
+        what = "Broker" if describe else "Node"
+        raise InvalidRequest(f"{what} id must be an integer, but it is: {name}")
+    if int(name) != broker.node_id:
+        tail = " or empty string," if describe else ","
+        raise InvalidRequest(
+            f"Unexpected broker id, expected {broker.node_id}{tail} but received {name}"
+        )
+    return str(broker.node_id)
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def parse_value(definition: ConfigDef, raw: str) -> Any:
+    """Parse ``raw`` as Kafka's ConfigDef would, raising InvalidConfig with its message
+    ("Invalid value abc for configuration retention.ms: Not a number of type LONG")."""
+    name = definition.name
+    kind = definition.type
+    text = raw.strip()
+
+    def invalid(shown: object, reason: str) -> InvalidConfig:
+        return InvalidConfig(f"Invalid value {shown} for configuration {name}: {reason}")
+
+    if kind is ConfigType.BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            raise invalid(raw, "Expected value to be either true or false")
+    elif kind in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+        bits = {ConfigType.INT: 32, ConfigType.SHORT: 16, ConfigType.LONG: 64}[kind]
+        if not _JAVA_INT.fullmatch(text) or not -(2 ** (bits - 1)) <= int(text) < 2 ** (bits - 1):
+            raise invalid(raw, f"Not a number of type {kind.name}")
+    elif kind is ConfigType.DOUBLE and not _JAVA_DOUBLE.fullmatch(text):
+        raise invalid(raw, "Not a number of type DOUBLE")
+    try:
+        value = replace(definition, minimum=None, maximum=None, choices=()).parse(raw)
+    except InvalidConfig:
+        raise invalid(raw, f"Not a value of type {kind.name}") from None
+    if definition.minimum is not None and value < definition.minimum:
+        raise invalid(
+            definition.render(value), f"Value must be at least {_number(definition.minimum)}"
+        )
+    if definition.maximum is not None and value > definition.maximum:
+        raise invalid(
+            definition.render(value), f"Value must be no more than {_number(definition.maximum)}"
+        )
+    if definition.choices:
+        allowed = ", ".join(sorted(definition.choices))
+        for item in value if isinstance(value, list) else [value]:
+            if item not in definition.choices:
+                raise invalid(item, f"String must be one of: {allowed}")
+    try:  # the parse the log manager will make of the stored value
+        return definition.parse(raw)
+    except InvalidConfig as exc:
+        raise invalid(raw, exc.message or "invalid") from None
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Kafka's LogConfig.validate: every name known, every value valid (InvalidConfig)."""
+    nulls = [name for name, value in configs.items() if value is None]
+    if nulls:
+        raise InvalidConfig(f"Null value not supported for topic configs: {','.join(nulls)}")
+    for name in configs:
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+    for name, value in configs.items():
+        assert value is not None
+        parse_value(TOPIC_CONFIGS[name], value)
+
+
+def validate_broker_configs(configs: Mapping[str, str]) -> None:
+    """Dynamic broker configs; failures are INVALID_REQUEST as in Kafka (KAFKA-13609)."""
+    fixed = sorted(name for name in configs if name not in DYNAMIC_BROKER_KEYS)
+    if fixed:
+        raise InvalidRequest(f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
+    for name, value in configs.items():
+        try:
+            parse_value(BROKER_CONFIGS[name], value)
+        except InvalidConfig as exc:
+            raise InvalidRequest(exc.message or str(exc)) from None
+
+
+def apply_ops(
+    current: Mapping[str, str],
+    ops: Iterable[tuple[str, int, str | None]],
+    definitions: Mapping[str, ConfigDef],
+) -> dict[str, str]:
+    """The configs after IncrementalAlterConfigs operations (name, op, value)."""
+    updated = dict(current)
+    for name, op, value in ops:
+        if op == AlterOp.SET:
+            assert value is not None
+            updated[name] = value
+        elif op == AlterOp.DELETE:
+            updated.pop(name, None)
+        else:
+            definition = definitions.get(name)
+            if definition is None or definition.type is not ConfigType.LIST:
+                raise InvalidConfig(
+                    f"Can't {AlterOp(op).name} to key {name} because its type is not LIST."
+                )
+            base = updated.get(name)
+            if base is None:
+                base = definition.render(definition.default)
+            items = [item for item in base.split(",") if item]
+            for item in (value or "").split(","):
+                if op == AlterOp.APPEND and item not in items:
+                    items.append(item)
+                elif op == AlterOp.SUBTRACT and item in items:
+                    items.remove(item)
+            updated[name] = ",".join(items)
+    return updated
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True, slots=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config as DescribeConfigs and CreateTopics (v5+) report it."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    config_type: ConfigType
+    documentation: str
+    synonyms: tuple[Synonym, ...]
+    """Every level that sets the value, the effective one first."""
+    is_sensitive: bool = False
+
+
+def _render(definition: ConfigDef, raw: object) -> str:
+    try:
+        return definition.render(definition.parse(raw))
+    except InvalidConfig:
+        return str(raw)
+
+
+def _broker_synonyms(broker: Broker, key: str) -> list[Synonym]:
+    definition = BROKER_CONFIGS[key]
+    found: list[Synonym] = []
+    dynamic = broker.metadata.broker_configs
+    for scope, source in (
+        (str(broker.node_id), ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ):
+        raw = dynamic.get(scope, {}).get(key)
+        if raw is not None:
+            found.append(Synonym(key, _render(definition, raw), source))
+    if key in broker.config.overrides:
+        static = broker.static_config_values[key]
+        found.append(Synonym(key, definition.render(static), ConfigSource.STATIC_BROKER_CONFIG))
+    found.append(Synonym(key, definition.render(definition.default), ConfigSource.DEFAULT_CONFIG))
+    return found
+
+
+def topic_entries(broker: Broker, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every topic config of a topic with ``overrides``, sorted by name."""
+    entries: list[ConfigEntry] = []
+    for name in sorted(TOPIC_CONFIGS):
+        definition = TOPIC_CONFIGS[name]
+        synonyms: list[Synonym] = []
+        value: str | None
+        if name in overrides:
+            value = _render(definition, overrides[name])
+            synonyms.append(Synonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        if definition.broker_key is not None:
+            synonyms += _broker_synonyms(broker, definition.broker_key)
+        if synonyms:
+            value, source = synonyms[0].value, synonyms[0].source
+        else:
+            value, source = definition.render(definition.default), ConfigSource.DEFAULT_CONFIG
+        entries.append(
+            ConfigEntry(
+                name, value, source, False, definition.type, definition.doc, tuple(synonyms)
+            )
+        )
+    return entries
+
+
+def broker_entries(broker: Broker, scope: str) -> list[ConfigEntry]:
+    """Broker configs: all of them for this node's scope, the dynamic ones for ""."""
+    entries: list[ConfigEntry] = []
+    if scope:
+        for name in sorted(BROKER_CONFIGS):
+            synonyms = _broker_synonyms(broker, name)
+            entries.append(_broker_entry(name, synonyms))
+    else:
+        for name, raw in sorted(broker.metadata.broker_configs.get("", {}).items()):
+            definition = BROKER_CONFIGS.get(name)
+            value = _render(definition, raw) if definition is not None else raw
+            synonym = Synonym(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            entries.append(_broker_entry(name, [synonym]))
+    return entries
+
+
+def _broker_entry(name: str, synonyms: list[Synonym]) -> ConfigEntry:
+    definition = BROKER_CONFIGS.get(name)
+    return ConfigEntry(
+        name,
+        synonyms[0].value,
+        synonyms[0].source,
+        name not in DYNAMIC_BROKER_KEYS,
+        definition.type if definition is not None else ConfigType.STRING,
+        definition.doc if definition is not None else "",
+        tuple(synonyms),
+    )
+
+
+# --------------------------------------------------------------------------- alter
+
+
+def duplicates(keys: Iterable[object]) -> set[object]:
+    seen: set[object] = set()
+    repeated: set[object] = set()
+    for key in keys:
+        if key in seen:
+            repeated.add(key)
+        seen.add(key)
+    return repeated
+
+
+def check_config_list(names: list[str], nulls: list[str]) -> None:
+    """The per-resource checks Kafka makes before anything else (ConfigAdminManager)."""
+    if duplicates(names):
+        raise InvalidRequest("Error due to duplicate config keys")
+    if nulls:
+        raise InvalidRequest(f"Null value not supported for : {', '.join(nulls)}")
+
+
+Compute = Callable[[dict[str, str]], dict[str, str]]
+
+
+def alter_topic(broker: Broker, name: str, compute: Compute, *, validate_only: bool) -> None:
+    """Replace topic ``name``'s overrides by ``compute(current)`` once they validate."""
+    if not name:
+        raise InvalidRequest("Default topic resources are not allowed.")
+    check_topic_name(name)
+    info = broker.metadata.topics.get(name)
+    current = dict(info.configs) if info is not None else {}
+    updated = compute(current)
+    validate_topic_configs(updated)
+    if info is None:
+        raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
+    if not validate_only and updated != current:
+        broker.metadata.set_configs(name, updated)
+
+
+def alter_broker(broker: Broker, name: str, compute: Compute, *, validate_only: bool) -> None:
+    """Replace the dynamic configs of BROKER resource ``name`` ("" or this node)."""
+    scope = broker_scope(broker, name, describe=False)
+    current = dict(broker.metadata.broker_configs.get(scope, {}))
+    updated = compute(current)
+    validate_broker_configs(updated)
+    if not validate_only and updated != current:
+        broker.metadata.set_broker_configs(scope, updated)
+        broker.apply_dynamic_configs()
+
+
+def unsupported_resource(resource_type: int) -> InvalidRequest:
+    try:
+        label = ResourceType(resource_type).name
+    except ValueError:
+        return InvalidRequest(f"Unknown resource type {resource_type}")
+    return InvalidRequest(f"Sluice does not support {label} config resources")

@@ -1,0 +1,80 @@
+"""DeleteRecords (21): move partitions' log start offsets forward (-1: the high watermark).
+
+The answer's low watermark is the new log start offset; an offset below the current one
+changes nothing. An offset above the high watermark, or negative other than -1, is
+OFFSET_OUT_OF_RANGE; a topic without ``delete`` in cleanup.policy is POLICY_VIOLATION;
+internal topics are INVALID_TOPIC_EXCEPTION (all as Kafka). A partition named twice is
+answered once, for its last offset. Segments wholly below the new start are deleted at
+once; consumers see the new earliest offset immediately.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import (
+    BrokerError,
+    InvalidTopic,
+    OffsetOutOfRange,
+    PolicyViolation,
+    UnknownTopicOrPartition,
+    error_code_for,
+)
+from dataplane.handlers.context import RequestContext
+from dataplane.metadata import INTERNAL_TOPICS
+
+API_KEY = 21
+ZERO = datetime.timedelta(0)
+HIGH_WATERMARK = -1
+log = logging.getLogger(__name__)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    wanted: dict[str, dict[int, int]] = {}
+    for topic in request.topics:
+        offsets = wanted.setdefault(topic.name, {})
+        for p in topic.partitions:
+            offsets[p.partition_index] = p.offset
+    topics = []
+    for name, offsets in wanted.items():
+        partitions = []
+        for partition, offset in offsets.items():
+            try:
+                low = _delete(ctx, name, partition, offset)
+                code = ErrorCode.none
+            except (BrokerError, OSError) as exc:
+                low, code = -1, error_code_for(exc)
+            partitions.append(
+                ctx.make(
+                    "DeleteRecordsPartitionResult",
+                    partition_index=partition,
+                    low_watermark=low,
+                    error_code=code,
+                )
+            )
+        topics.append(ctx.make("DeleteRecordsTopicResult", name=name, partitions=tuple(partitions)))
+    return ctx.make("DeleteRecordsResponse", throttle_time=ZERO, topics=tuple(topics))
+
+
+def _delete(ctx: RequestContext, name: str, partition: int, offset: int) -> int:
+    broker = ctx.broker
+    if name in INTERNAL_TOPICS:
+        raise InvalidTopic(f"Cannot delete records of internal topic {name}")
+    if name not in broker.metadata.topics:
+        raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+    plog = broker.logs.get(name, partition)
+    if "delete" not in broker.logs.topic_config(name, "cleanup.policy"):
+        raise PolicyViolation(
+            f"Records of partition {plog.name} can not be deleted due to the configured policy"
+        )
+    if offset < 0 and offset != HIGH_WATERMARK:
+        raise OffsetOutOfRange(f"The offset {offset} for partition {plog.name} is not valid")
+    before = plog.log_start_offset
+    low = plog.delete_records_before(offset)
+    if low != before:
+        log.info("%s: records before %d deleted on request", plog.name, low)
+    return int(low)

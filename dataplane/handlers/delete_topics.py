@@ -1,0 +1,157 @@
+"""DeleteTopics (20): by name (v1+) or by topic id (v6), as Kafka's controller checks.
+
+With ``delete.topic.enable=false`` every topic fails: INVALID_REQUEST before v3,
+TOPIC_DELETION_DISABLED after. Duplicate names or ids, a name together with an id, or
+neither, are INVALID_REQUEST; unknown names UNKNOWN_TOPIC_OR_PARTITION and unknown ids
+UNKNOWN_TOPIC_ID. A deleted topic disappears from the metadata at once; the answer waits
+until its partition directories are gone (renamed, then removed in a thread), and
+fetches long-polling on it are woken.
+
+Sluice refuses to delete its internal topics (INVALID_TOPIC_EXCEPTION, the code Kafka uses
+for DeleteRecords on them): the group coordinator holds ``__consumer_offsets`` open.
+Apache Kafka 4.x deletes them when asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import (
+    BrokerError,
+    InvalidRequest,
+    InvalidTopic,
+    TopicDeletionDisabled,
+    UnknownTopicId,
+    UnknownTopicOrPartition,
+    error_code_for,
+    error_message_for,
+)
+from dataplane.handlers._configs import duplicates
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 20
+ZERO = datetime.timedelta(0)
+ZERO_UUID = uuid.UUID(int=0)
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+UNKNOWN_ID_MESSAGE = "This server does not host this topic ID."
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Result:
+    name: str | None
+    topic_id: uuid.UUID | None
+    error: BaseException | None = None
+    removal: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    wanted = _wanted(ctx, request)
+    if not ctx.broker.config["delete.topic.enable"]:
+        refusal: BrokerError = (
+            InvalidRequest("Topic deletion is disabled.")
+            if ctx.api_version < 3
+            else TopicDeletionDisabled("Topic deletion is disabled.")
+        )
+        return _response(ctx, [_Result(n, i, refusal) for n, i in wanted])
+    results = _delete(ctx, wanted)
+    removals = [r for r in results if r.removal is not None]
+    if not removals:
+        return _response(ctx, results)
+    return _await_removals(ctx, results, removals)
+
+
+def _wanted(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
+    if ctx.api_version < 6:
+        return [(name, None) for name in request.topic_names]
+    return [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in request.topics]
+
+
+def _delete(
+    ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]]
+) -> list[_Result]:
+    broker = ctx.broker
+    topics = broker.metadata.topics
+    by_id = broker.metadata.topics_by_id
+    repeated_names = duplicates(n for n, i in wanted if n is not None and i is None)
+    repeated_ids = duplicates(i for n, i in wanted if n is None and i is not None)
+    supplied_ids = {i for n, i in wanted if n is None and i is not None}
+    results: list[_Result] = []
+    answered: set[tuple[str | None, uuid.UUID | None]] = set()
+    for name, topic_id in wanted:
+        if (name, topic_id) in answered and (name in repeated_names or topic_id in repeated_ids):
+            continue  # one answer per duplicated name or id, as Kafka
+        answered.add((name, topic_id))
+        result = _Result(name, topic_id)
+        results.append(result)
+        if name is None and topic_id is None:
+            result.error = InvalidRequest("Neither topic name nor id were specified.")
+        elif name is not None and topic_id is not None:
+            result.error = InvalidRequest("You may not specify both topic name and topic id.")
+        elif name in repeated_names:
+            result.error = InvalidRequest("Duplicate topic name.")
+        elif topic_id in repeated_ids:
+            result.error = InvalidRequest("Duplicate topic id.")
+        elif topic_id is not None:
+            info = by_id.get(topic_id)
+            if info is None:
+                result.error = UnknownTopicId(UNKNOWN_ID_MESSAGE)
+            else:
+                result.name = info.name
+        elif name not in topics:
+            result.error = UnknownTopicOrPartition(UNKNOWN_TOPIC_MESSAGE)
+        else:
+            result.topic_id = topics[name].topic_id
+            if result.topic_id in supplied_ids:  # Kafka keeps the id, refuses the name
+                result.error = InvalidRequest(
+                    "The provided topic name maps to an ID that was already supplied."
+                )
+    for result in results:
+        if result.error is not None or result.name is None:
+            continue
+        info = topics[result.name]
+        if info.internal:
+            result.error = InvalidTopic(f"Cannot delete internal topic {info.name}")
+            continue
+        try:
+            result.removal = broker.delete_topic(info.name)
+        except (BrokerError, OSError) as exc:
+            result.error = exc
+    return results
+
+
+async def _await_removals(
+    ctx: RequestContext, results: list[_Result], removals: list[_Result]
+) -> Any:
+    outcomes = await asyncio.gather(
+        *(r.removal for r in removals if r.removal is not None), return_exceptions=True
+    )
+    for result, outcome in zip(removals, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            log.error("removing the partitions of %s failed: %s", result.name, outcome)
+            result.error = outcome
+    return _response(ctx, results)
+
+
+def _response(ctx: RequestContext, results: list[_Result]) -> Any:
+    entries = []
+    for r in results:
+        code = ErrorCode.none if r.error is None else error_code_for(r.error)
+        message = None if r.error is None else error_message_for(r.error)
+        entries.append(
+            ctx.make(
+                "DeletableTopicResult",
+                name=r.name,
+                topic_id=r.topic_id or ZERO_UUID,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return ctx.make("DeleteTopicsResponse", throttle_time=ZERO, responses=tuple(entries))

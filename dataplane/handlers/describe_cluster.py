@@ -1,0 +1,85 @@
+"""DescribeCluster (60): cluster id, this broker (the only one, never fenced), controller.
+
+Only the BROKERS endpoint type is served (v1+): CONTROLLERS is MISMATCHED_ENDPOINT_TYPE
+and anything else UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST on v0), with Kafka's
+messages. Without an authorizer every operation on the cluster is allowed, so the
+authorized operations, when asked for, are all that Kafka supports on a cluster.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 60
+ZERO = datetime.timedelta(0)
+BROKERS, CONTROLLERS = 1, 2
+ENDPOINT_NAMES = {BROKERS: "BROKER", CONTROLLERS: "CONTROLLER"}
+NOT_REQUESTED = -(2**31)
+"""cluster_authorized_operations when not asked for (Integer.MIN_VALUE)."""
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+"""CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+IDEMPOTENT_WRITE as a bit field (AclOperation codes), as Kafka without an authorizer."""
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    endpoint = getattr(request, "endpoint_type", BROKERS)
+    if endpoint not in ENDPOINT_NAMES:
+        return _error(
+            ctx,
+            ErrorCode.invalid_request
+            if ctx.api_version == 0
+            else ErrorCode.unsupported_endpoint_type,
+            f"Unsupported endpoint type {endpoint}",
+        )
+    if endpoint != BROKERS:
+        return _error(
+            ctx,
+            ErrorCode.invalid_request
+            if ctx.api_version == 0
+            else ErrorCode.mismatched_endpoint_type,
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+            f"type {ENDPOINT_NAMES[endpoint]}",
+        )
+    broker = ctx.broker
+    host, port = broker.advertised
+    return ctx.make(
+        "DescribeClusterResponse",
+        throttle_time=ZERO,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=BROKERS,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(
+            ctx.make(
+                "DescribeClusterBroker",
+                broker_id=broker.node_id,
+                host=host,
+                port=port,
+                rack=None,
+                is_fenced=False,
+            ),
+        ),
+        cluster_authorized_operations=CLUSTER_OPERATIONS
+        if request.include_cluster_authorized_operations
+        else NOT_REQUESTED,
+    )
+
+
+def _error(ctx: RequestContext, code: ErrorCode, message: str) -> Any:
+    return ctx.make(
+        "DescribeClusterResponse",
+        throttle_time=ZERO,
+        error_code=code,
+        error_message=message,
+        endpoint_type=BROKERS,
+        cluster_id="",
+        controller_id=-1,
+        brokers=(),
+        cluster_authorized_operations=NOT_REQUESTED,
+    )

@@ -1,0 +1,84 @@
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT single keys.
+
+APPEND and SUBTRACT work on LIST configs only (``cleanup.policy``), starting from the
+default when the key is not set; on other keys they are INVALID_CONFIG. Resources are
+TOPIC (validated as in CreateTopics: INVALID_CONFIG naming the key, existence checked
+last as Kafka does) and BROKER "" (cluster-wide) or "N" (this broker): the dynamic
+broker configs of ``_configs``, whose failures are INVALID_REQUEST as in Kafka. Each
+resource may appear once and each key once per resource; a null value is INVALID_REQUEST
+except for DELETE; an unknown operation is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS
+from dataplane.errors import BrokerError, InvalidRequest, error_code_for, error_message_for
+from dataplane.handlers import _configs
+from dataplane.handlers._configs import AlterOp, ResourceType
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 44
+ZERO = datetime.timedelta(0)
+OPERATIONS = frozenset(int(op) for op in AlterOp)
+log = logging.getLogger(__name__)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    repeated = _configs.duplicates((r.resource_type, r.resource_name) for r in request.resources)
+    responses: list[Any] = []
+    for resource in request.resources:
+        try:
+            if (resource.resource_type, resource.resource_name) in repeated:
+                raise InvalidRequest("Each resource must appear at most once.")
+            _alter(ctx, resource, validate_only=request.validate_only)
+            responses.append(_response(ctx, resource, None))
+        except (BrokerError, OSError) as exc:
+            responses.append(_response(ctx, resource, exc))
+    return ctx.make(
+        "IncrementalAlterConfigsResponse", throttle_time=ZERO, responses=tuple(responses)
+    )
+
+
+def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
+    configs = resource.configs
+    nulls = [c.name for c in configs if c.value is None and c.config_operation != AlterOp.DELETE]
+    _configs.check_config_list([c.name for c in configs], nulls)
+    for c in configs:
+        if c.config_operation not in OPERATIONS:
+            raise InvalidRequest(f"Unknown operations type {c.config_operation}")
+    ops = [(c.name, int(c.config_operation), c.value) for c in configs]
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == ResourceType.TOPIC:
+        _configs.alter_topic(
+            ctx.broker,
+            name,
+            lambda current: _configs.apply_ops(current, ops, TOPIC_CONFIGS),
+            validate_only=validate_only,
+        )
+    elif kind == ResourceType.BROKER:
+        _configs.alter_broker(
+            ctx.broker,
+            name,
+            lambda current: _configs.apply_ops(current, ops, BROKER_CONFIGS),
+            validate_only=validate_only,
+        )
+    else:
+        raise _configs.unsupported_resource(kind)
+    if not validate_only:
+        log.info("configs of %s %r altered: %s", ResourceType(kind).name, name, ops)
+
+
+def _response(ctx: RequestContext, resource: Any, exc: BaseException | None) -> Any:
+    return ctx.make(
+        "AlterConfigsResourceResponse",
+        error_code=ErrorCode.none if exc is None else error_code_for(exc),
+        error_message=None if exc is None else error_message_for(exc),
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
