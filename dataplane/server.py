@@ -135,6 +135,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             header, request = decode_request(frame, key, version)
         except Exception as exc:  # kio raises a variety of errors on malformed input
+            log.debug("malformed frame from %s: %s", self.peer, frame[:256].hex())
             self.close(f"malformed request (API {key} v{version}): {type(exc).__name__}: {exc}")
             return
         ctx = RequestContext(

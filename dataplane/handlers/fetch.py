@@ -59,7 +59,8 @@ async def _long_poll(
         # between the handler's first read and this task's start.
         results, total = _read_all(wanted, request.max_bytes)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or remaining <= 0:
+        failed = any(code is not ErrorCode.none for code, _ in results)
+        if total >= request.min_bytes or remaining <= 0 or failed:
             return _response(ctx, request, wanted, results)
         futures = [w.plog.new_data_future() for w in wanted if w.plog is not None]
         if not futures:

@@ -15,6 +15,11 @@ from dataplane.metadata import TopicInfo
 API_KEY = 3
 ZERO = datetime.timedelta(0)
 ZERO_UUID = uuid.UUID(int=0)
+UNSET_OPERATIONS = -(2**31)
+# Without an authorizer every operation is allowed; the bit sets Kafka reports then.
+CLUSTER_OPERATIONS = 8096  # CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS
+#                            ALTER_CONFIGS IDEMPOTENT_WRITE
+TOPIC_OPERATIONS = 3576  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -24,9 +29,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     requested = request.topics
     if ctx.api_version == 0 and not requested:
         requested = None  # v0: an empty list means all topics
+    topic_ops = (
+        TOPIC_OPERATIONS
+        if getattr(request, "include_topic_authorized_operations", False)
+        else UNSET_OPERATIONS
+    )
     topics: list[Any] = []
     if requested is None:
-        topics = [_topic(ctx, info) for info in broker.metadata.topics.values()]
+        topics = [_topic(ctx, info, topic_ops) for info in broker.metadata.topics.values()]
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         for wanted in requested:
@@ -37,7 +47,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 if info is None:
                     topics.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, topic_id))
                 else:
-                    topics.append(_topic(ctx, info))
+                    topics.append(_topic(ctx, info, topic_ops))
                 continue
             if name is None:
                 continue
@@ -51,7 +61,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if info is None:
                 topics.append(_error_topic(ctx, name, ErrorCode.unknown_topic_or_partition))
             else:
-                topics.append(_topic(ctx, info))
+                topics.append(_topic(ctx, info, topic_ops))
+    cluster_ops = (
+        CLUSTER_OPERATIONS
+        if getattr(request, "include_cluster_authorized_operations", False)
+        else UNSET_OPERATIONS
+    )
     return ctx.make(
         "MetadataResponse",
         throttle_time=ZERO,
@@ -59,11 +74,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(topics),
+        cluster_authorized_operations=cluster_ops,
         error_code=ErrorCode.none,
     )
 
 
-def _topic(ctx: RequestContext, info: TopicInfo) -> Any:
+def _topic(ctx: RequestContext, info: TopicInfo, operations: int) -> Any:
     node = ctx.broker.node_id
     partitions = tuple(
         ctx.make(
@@ -87,6 +103,7 @@ def _topic(ctx: RequestContext, info: TopicInfo) -> Any:
         topic_id=info.topic_id,
         is_internal=info.internal,
         partitions=partitions,
+        topic_authorized_operations=operations,
     )
 
 

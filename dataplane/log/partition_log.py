@@ -39,6 +39,7 @@ from dataplane.errors import (
     InvalidRecord,
     MessageTooLarge,
     OffsetOutOfRange,
+    UnknownTopicOrPartition,
 )
 from dataplane.log import retention
 from dataplane.log.producer_state import ProducerStateTable
@@ -442,6 +443,8 @@ class PartitionLog:
         an offset at or after ``upper`` (default: the high watermark) is returned. Reads
         stay within one segment.
         """
+        if self.closed:
+            raise UnknownTopicOrPartition(f"{self.name} was deleted or is shutting down")
         limit = self.high_watermark if upper is None else upper
         if offset == limit:
             return b""
@@ -667,6 +670,7 @@ class PartitionLog:
 
     def close(self) -> None:
         self.closed = True
+        self._wake()  # long-polling fetches re-read and see the log is gone
         for segment in self.segments:
             segment.close()
         for _, segment in self._graveyard:

@@ -79,14 +79,14 @@ def _request_codec(api_key: int, api_version: int) -> tuple[Any, Any, type]:
 
 
 def decode_request(frame: bytes | memoryview, api_key: int, api_version: int) -> tuple[Any, Any]:
-    """(request header, request body). Raises on malformed input (any exception type)."""
+    """(request header, request body). Raises on malformed input (any exception type).
+
+    Bytes after the body are ignored, as Apache Kafka ignores them: librdkafka 2.x sends
+    three extra bytes after a Metadata v13 request for all topics.
+    """
     header_reader, body_reader, _ = _request_codec(api_key, api_version)
     header, used = header_reader(frame, 0)
-    body, used_body = body_reader(frame, used)
-    if used + used_body != len(frame):
-        raise ValueError(
-            f"request of {len(frame)} bytes has {len(frame) - used - used_body} trailing bytes"
-        )
+    body, _ = body_reader(frame, used)
     return header, body
 
 

@@ -495,11 +495,15 @@ def test_long_poll_on_deleted_topic_is_answered(broker: BrokerProcess) -> None:
     name = unique("polled")
     create_topic(broker.bootstrap, name)
     produce(broker.bootstrap, name, 2)
-    with RawClient(broker.bootstrap) as poller:
-        poller.send(fetch_request(name, 2, max_wait_ms=500))
+    # The fetch could wait ten minutes; the socket gives up after 60 s: only the deletion
+    # can answer it in time, and it must say the partition is gone.
+    with RawClient(broker.bootstrap, timeout=60) as poller:
+        poller.send(fetch_request(name, 2, max_wait_ms=600_000))
         call(broker.bootstrap, delete_topics_request(6, name))
         _, response = poller.receive(fetch_request(name, 2))
-    assert response.responses[0].partitions[0].records in (None, b"")
+    partition = response.responses[0].partitions[0]
+    assert partition.records in (None, b"")
+    assert partition.error_code == ErrorCode.unknown_topic_or_partition
 
 
 # --------------------------------------------------------------------------- restarts
