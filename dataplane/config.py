@@ -107,6 +107,8 @@ B, S, I, L, D, LST = (  # noqa: E741 - short names keep the tables readable
 )
 WEEK_MS = 7 * 24 * 3600 * 1000
 INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+NOT_ACTED = "Accepted for compatibility; Sluice does not act on it"
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -348,6 +350,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef("fetch.max.bytes", I, 57671680, "Largest fetch response.", minimum=0),
+        ConfigDef(
+            "log.message.timestamp.before.max.ms",
+            L,
+            LONG_MAX,
+            "Largest age of a CreateTime timestamp a produced batch may carry.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "log.message.timestamp.after.max.ms",
+            L,
+            3600000,
+            "How far in the future a CreateTime timestamp of a produced batch may be.",
+            minimum=0,
+        ),
     ]
 }
 
@@ -493,6 +509,55 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             -2,
             "Hot-tier retention by size (-2: same as retention.bytes).",
             minimum=-2,
+        ),
+        ConfigDef(
+            "message.timestamp.before.max.ms",
+            L,
+            LONG_MAX,
+            "Largest age of a CreateTime timestamp (INVALID_TIMESTAMP beyond).",
+            minimum=0,
+            broker_key="log.message.timestamp.before.max.ms",
+        ),
+        ConfigDef(
+            "message.timestamp.after.max.ms",
+            L,
+            3600000,
+            "How far in the future a CreateTime timestamp may be (INVALID_TIMESTAMP beyond).",
+            minimum=0,
+            broker_key="log.message.timestamp.after.max.ms",
+        ),
+        ConfigDef("flush.messages", L, LONG_MAX, NOT_ACTED + " (see log.flush.policy).", minimum=1),
+        ConfigDef("flush.ms", L, LONG_MAX, NOT_ACTED + " (see log.flush.policy).", minimum=0),
+        ConfigDef(
+            "segment.index.bytes", I, 10485760, NOT_ACTED + " (indexes grow as needed).", minimum=4
+        ),
+        ConfigDef("segment.jitter.ms", L, 0, NOT_ACTED + ".", minimum=0),
+        ConfigDef("max.compaction.lag.ms", L, LONG_MAX, NOT_ACTED + " yet.", minimum=1),
+        ConfigDef("preallocate", B, False, NOT_ACTED + "."),
+        ConfigDef(
+            "compression.gzip.level",
+            I,
+            -1,
+            NOT_ACTED + " (no recompression).",
+            minimum=-1,
+            maximum=9,
+        ),
+        ConfigDef(
+            "compression.lz4.level", I, 9, NOT_ACTED + " (no recompression).", minimum=1, maximum=17
+        ),
+        ConfigDef(
+            "compression.zstd.level",
+            I,
+            3,
+            NOT_ACTED + " (no recompression).",
+            minimum=-131072,
+            maximum=22,
+        ),
+        ConfigDef("follower.replication.throttled.replicas", LST, [], NOT_ACTED + " yet."),
+        ConfigDef("leader.replication.throttled.replicas", LST, [], NOT_ACTED + " yet."),
+        ConfigDef("remote.log.copy.disable", B, False, "Tiered storage (issue 5): not yet used."),
+        ConfigDef(
+            "remote.log.delete.on.disable", B, False, "Tiered storage (issue 5): not yet used."
         ),
     ]
 }

@@ -37,6 +37,7 @@ from typing import Any
 from dataplane.errors import (
     CorruptRecord,
     InvalidRecord,
+    InvalidTimestamp,
     MessageTooLarge,
     OffsetOutOfRange,
     UnknownTopicOrPartition,
@@ -339,6 +340,8 @@ class PartitionLog:
         log_append_time = -1
         if config("message.timestamp.type") == "LogAppendTime":
             log_append_time = newest = now_ms
+        else:
+            self._check_timestamps(headers, now_ms)
         self._maybe_roll(len(data), count, newest, now_ms)
         offset = self.log_end_offset
         patched: list[BatchHeader] = []
@@ -360,6 +363,19 @@ class PartitionLog:
             log_append_time,
             self.log_start_offset,
         )
+
+    def _check_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
+        """CreateTime bounds (KIP-937), checked on each batch's first and largest timestamp."""
+        before = int(self.config("message.timestamp.before.max.ms"))
+        after = int(self.config("message.timestamp.after.max.ms"))
+        for header in headers:
+            for timestamp in (header.base_timestamp, header.max_timestamp):
+                if now_ms - timestamp > before or timestamp - now_ms > after:
+                    raise InvalidTimestamp(
+                        f"Timestamp {timestamp} of message with offset {header.base_offset} "
+                        f"is out of range. The timestamp should be within "
+                        f"[{now_ms - before}, {now_ms + after}]"
+                    )
 
     def append_internal(self, batch: bytes) -> AppendResult:
         """Append one broker-built batch (internal topics, tests)."""

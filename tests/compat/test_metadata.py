@@ -14,9 +14,9 @@ from tests.conftest import unique
 def _describe(bootstrap: str, topic: str) -> dict[str, Any]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=30)
-    described = admin.describe_topics(
-        TopicCollection([topic]), include_authorized_operations=True
-    )[topic].result(timeout=30)
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[
+        topic
+    ].result(timeout=30)
     listed = admin.list_topics(timeout=30)
     return {
         "cluster_ops": sorted(op.name for op in cluster.authorized_operations or []),
