@@ -31,7 +31,9 @@ class Broker:
         self.node_id = int(config["node.id"])
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata = MetadataStore(data_dir, node_id=self.node_id)
+        self.metadata = MetadataStore(
+            data_dir, node_id=self.node_id, cluster_id=str(config["cluster.id"])
+        )
         self.logs = LogManager(config, self.metadata)
         self.groups: GroupCoordinator | None = None
         self.started_at = time.time()

@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         import uvloop
 
         uvloop.run(serve(config))
+    except InvalidConfig as exc:
+        print(f"sluice-broker: {exc.message}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"sluice-broker: {exc}", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ from typing import Any
 
 from dataplane.config import TOPIC_CONFIGS, parse_overrides
 from dataplane.errors import (
+    InvalidConfig,
     InvalidPartitions,
     InvalidReplicationFactor,
     InvalidTopic,
@@ -58,10 +59,10 @@ class TopicInfo:
 
 
 class MetadataStore:
-    def __init__(self, data_dir: Path, *, node_id: int) -> None:
+    def __init__(self, data_dir: Path, *, node_id: int, cluster_id: str = "") -> None:
         self.path = data_dir / "metadata.json"
         self.node_id = node_id
-        self.cluster_id = ""
+        self.cluster_id = cluster_id
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.next_producer_id = 1000
@@ -77,9 +78,14 @@ class MetadataStore:
         try:
             doc = json.loads(self.path.read_text())
         except FileNotFoundError:
-            self.cluster_id = _new_cluster_id()
+            self.cluster_id = self.cluster_id or _new_cluster_id()
             self._save()
             return
+        if self.cluster_id and doc["cluster_id"] != self.cluster_id:
+            raise InvalidConfig(
+                f"{self.path.parent} holds data of cluster {doc['cluster_id']}, not of "
+                f"cluster.id={self.cluster_id}; use another --data-dir or the matching id"
+            )
         self.cluster_id = doc["cluster_id"]
         self.next_producer_id = int(doc.get("producer_id_high_watermark", 1000))
         self.broker_configs = {

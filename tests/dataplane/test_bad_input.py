@@ -231,3 +231,11 @@ def test_invalid_broker_config_exits_naming_the_key(
     assert result.returncode == 2
     assert named in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, "one line, no traceback"
+
+
+def test_data_dir_of_another_cluster_is_refused(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", {"cluster.id": "first-cluster"}).start()
+    proc.stop()
+    result = _start_with(tmp_path / "data", "cluster.id=second-cluster")
+    assert result.returncode == 2
+    assert "first-cluster" in result.stderr
