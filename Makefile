@@ -7,9 +7,9 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck unit system-deps java-deps kafka bench clean
+.PHONY: venv proto demo test lint typecheck unit system-deps java-deps kafka bench clean
 
-venv: $(STAMP)
+venv: $(STAMP) proto
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
@@ -17,6 +17,16 @@ $(STAMP): pyproject.toml
 	@$(PIP) install --quiet --upgrade pip
 	@$(PIP) install --quiet -e '.[test,dev]'
 	@touch $(STAMP)
+
+# gRPC stubs of the control-plane API (committed; regenerated when a .proto or the venv changes).
+PROTO_SRC := $(wildcard proto/sluice/v1/*.proto)
+PROTO_OUT := $(PROTO_SRC:.proto=_pb2.py) $(PROTO_SRC:.proto=_pb2.pyi) $(PROTO_SRC:.proto=_pb2_grpc.py)
+
+proto: $(PROTO_OUT)
+
+$(PROTO_OUT) &: $(PROTO_SRC) $(STAMP)
+	@$(PY) -m proto.generate
+	@touch $(PROTO_OUT)
 
 # System packages the tests use. Checked first; installed with apt-get only when missing.
 system-deps:

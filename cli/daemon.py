@@ -1,0 +1,310 @@
+"""``cloudctl up | down | status``: the control-plane daemon.
+
+``up`` starts ``python -m controlplane.main`` in its own session with its output in
+``$SLUICE_HOME/logs/controlplane.log``, waits until gRPC health says SERVING, and is idempotent.
+The control plane writes ``$SLUICE_HOME/controlplane.pid`` and ``$SLUICE_HOME/endpoint``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import click
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cli.client import ENDPOINT_FILE, PID_FILE, TOKEN_FILE, Api, Env, home_dir
+from cli.output import CliError, emit_json, fields, output_option, progress, rfc3339, status_json
+from proto.sluice.v1 import controlplane_pb2
+
+DEFAULT_LISTEN = "127.0.0.1:50551"
+"""Where `cloudctl up` puts the API when SLUICE_ENDPOINT is unset and the port is free."""
+REPO = Path(__file__).resolve().parent.parent
+
+home_option = click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    help="State directory (default: $SLUICE_HOME, else ~/.sluice).",
+)
+
+
+def _env(ctx: click.Context, home: str | None) -> Env:
+    env: Env = ctx.obj
+    if home:
+        env = Env(home_dir(home), env.endpoint_override, env.token_override)
+    return env
+
+
+def ensure_token(home: Path) -> None:
+    """The API token: random, created once, readable by its owner only (0600)."""
+    path = home / TOKEN_FILE
+    if not path.exists() or not path.read_text().strip():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(32) + "\n")
+    os.chmod(path, 0o600)
+
+
+def daemon_pid(home: Path) -> int | None:
+    """The pid of this home's control plane, if one runs (checked against /proc)."""
+    try:
+        pid = int((home / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    args = [a.decode(errors="replace") for a in cmdline]
+    if "controlplane.main" not in args or str(home) not in args:
+        return None
+    return pid
+
+
+def broker_pids(home: Path) -> list[int]:
+    """Broker processes on data directories of this home (orphans when no daemon runs)."""
+    prefix = str(home / "clusters") + "/"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for i, arg in enumerate(args[:-1]):
+            if arg == b"--data-dir" and args[i + 1].decode(errors="replace").startswith(prefix):
+                found.append(int(entry.name))
+                break
+    return found
+
+
+def _healthy(endpoint: str, timeout: float = 1.0) -> bool:
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout
+            )
+        except grpc.RpcError:
+            return False
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _port_free(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    with socket.socket() as sock:
+        # as the gRPC server binds: connections in TIME_WAIT do not make the port busy
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, int(port)))
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+def _choose_listen(env: Env) -> str:
+    if env.endpoint_override:
+        if not _port_free(env.endpoint_override):
+            raise CliError(
+                f"cannot listen on SLUICE_ENDPOINT={env.endpoint_override}: the address is in use",
+                "choose another SLUICE_ENDPOINT, or stop what listens there",
+            )
+        return env.endpoint_override
+    previous = env.recorded_endpoint()
+    for candidate in (previous, DEFAULT_LISTEN):
+        if candidate and _port_free(candidate):
+            return candidate
+    return "127.0.0.1:0"
+
+
+def _log_tail(path: Path, lines: int = 1) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+@click.command()
+@home_option
+@click.option("--s3-endpoint", help="S3-compatible object store for tiered storage (issue 5).")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for start-up.")
+@click.pass_context
+def up(ctx: click.Context, home: str | None, s3_endpoint: str | None, timeout: float) -> None:
+    """Start the control plane in the background (idempotent)."""
+    env = _env(ctx, home)
+    if s3_endpoint is not None:
+        parsed = urlparse(s3_endpoint)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise CliError(
+                f"invalid --s3-endpoint {s3_endpoint!r}", "give a URL such as http://127.0.0.1:9000"
+            )
+    env.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    logs = env.home / "logs"
+    logs.mkdir(exist_ok=True)
+    ensure_token(env.home)
+    pid = daemon_pid(env.home)
+    if pid is not None:
+        endpoint = env.recorded_endpoint() or "?"
+        click.echo(f"control plane already running at {endpoint} (pid {pid}, home {env.home})")
+        if s3_endpoint is not None:
+            progress(
+                "cloudctl: note: --s3-endpoint ignored: the control plane is already running "
+                "(`cloudctl down` first to change it)"
+            )
+        return
+    with contextlib.suppress(FileNotFoundError):
+        (env.home / ENDPOINT_FILE).unlink()
+    listen = _choose_listen(env)
+    command = [sys.executable, "-m", "controlplane.main", "--home", str(env.home)]
+    command += ["--listen", listen]
+    if s3_endpoint is not None:
+        command += ["--s3-endpoint", s3_endpoint]
+    log_path = logs / "controlplane.log"
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+            cwd=env.home,
+            env={**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"},
+        )
+    deadline = time.monotonic() + timeout
+    while True:
+        code = proc.poll()
+        if code is not None:
+            tail = _log_tail(log_path)
+            detail = f": {tail}" if tail else ""
+            raise CliError(
+                f"the control plane exited during start-up (code {code}){detail}",
+                f"see {log_path}",
+            )
+        recorded = env.recorded_endpoint()
+        if recorded and _healthy(recorded):
+            break
+        if time.monotonic() > deadline:
+            raise CliError(
+                f"the control plane did not become healthy within {timeout:.0f}s",
+                f"see {log_path}; stop it with `cloudctl down`",
+            )
+        time.sleep(0.05)
+    click.echo(f"control plane running at {recorded} (pid {proc.pid}, home {env.home})")
+    progress(f"logs: {log_path}")
+    progress("next: cloudctl create-cluster NAME --wait")
+
+
+def _stop_pids(pids: list[int], timeout: float) -> list[int]:
+    """SIGTERM, wait, SIGKILL what is left; returns the pids that needed SIGKILL."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if _alive(pid)]
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+@click.command()
+@home_option
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the stop.")
+@click.pass_context
+def down(ctx: click.Context, home: str | None, timeout: float) -> None:
+    """Stop the control plane and every broker of its clusters (clusters are kept)."""
+    env = _env(ctx, home)
+    pid = daemon_pid(env.home)
+    if pid is None:
+        orphans = broker_pids(env.home)
+        if orphans:
+            _stop_pids(orphans, timeout / 2)
+            click.echo(f"control plane was not running; stopped {len(orphans)} broker process(es)")
+        else:
+            click.echo(f"control plane is not running (home {env.home})")
+        return
+    brokers = len(broker_pids(env.home))
+    progress(f"stopping the control plane (pid {pid}) and {brokers} broker(s)")
+    killed = _stop_pids([pid], timeout)
+    leftovers = broker_pids(env.home)
+    if leftovers:
+        _stop_pids(leftovers, 10)
+    if killed:
+        progress(f"cloudctl: note: the control plane did not stop in {timeout:.0f}s; killed it")
+    with contextlib.suppress(FileNotFoundError):
+        (env.home / ENDPOINT_FILE).unlink()
+    click.echo("control plane stopped")
+
+
+@click.command()
+@home_option
+@output_option
+@click.pass_context
+def status(ctx: click.Context, home: str | None, output: str) -> None:
+    """Say whether the control plane runs, where, and what it runs."""
+    env = _env(ctx, home)
+    pid = daemon_pid(env.home)
+    reply: controlplane_pb2.Status | None = None
+    if pid is not None or env.endpoint_override:
+        api = Api(env)
+        try:
+            reply = api.call(api.status.GetStatus, controlplane_pb2.GetStatusRequest(), 5)
+        except CliError:
+            if pid is not None:
+                raise
+        finally:
+            api.close()
+    if output == "json":
+        orphan_count = 0 if reply is not None else len(broker_pids(env.home))
+        emit_json(status_json(str(env.home), pid, reply, orphan_count))
+        return
+    if reply is None:
+        click.echo(f"control plane: not running (home {env.home})")
+        orphans = broker_pids(env.home)
+        if orphans:
+            click.echo(
+                f"brokers:        {len(orphans)} broker process(es) still running "
+                "(`cloudctl up` adopts them, `cloudctl down` stops them)"
+            )
+        progress("start it with `cloudctl up`")
+        return
+    s3 = reply.s3_endpoint or "none"
+    click.echo(
+        fields(
+            [
+                ("control plane", f"running (pid {reply.pid}, version {reply.version})"),
+                ("endpoint", reply.endpoint),
+                ("home", reply.home),
+                ("started", rfc3339(reply.started_at)),
+                ("clusters", reply.clusters),
+                ("brokers running", reply.brokers_running),
+                ("s3 endpoint", f"{s3} ({reply.s3_note})"),
+            ]
+        )
+    )
+
+
+COMMANDS = [up, down, status]

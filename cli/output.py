@@ -1,0 +1,253 @@
+"""Shared output: tables, stable JSON, progress lines and the one-line error.
+
+stdout carries results only (a table, or JSON with ``-o json``); progress and notes go to
+stderr. JSON output is stable: every key is always present, keys are sorted, states are the
+MSK names ("ACTIVE"), times are RFC 3339 UTC.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from proto.sluice.v1 import clusters_pb2, controlplane_pb2, topics_pb2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliError(click.ClickException):
+    """A failure to report as ``cloudctl: error: MESSAGE (HINT)`` with exit code 1."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def line(self) -> str:
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"cloudctl: error: {self.message}{hint}"
+
+
+def output_option(func: F) -> F:
+    """``-o/--output table|json``."""
+    option = click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help="Output format; JSON output is stable.",
+    )
+    return option(func)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    )
+
+
+def fields(pairs: Sequence[tuple[str, object]]) -> str:
+    width = max(len(key) for key, _ in pairs) + 1
+    return "\n".join(f"{(key + ':').ljust(width)}  {value}" for key, value in pairs)
+
+
+def progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def rfc3339(ts: Any) -> str:
+    if not ts.seconds and not ts.nanos:
+        return ""
+    when = datetime.datetime.fromtimestamp(ts.seconds, tz=datetime.UTC)
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def config_text(config: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "(defaults)"
+
+
+# ---------------------------------------------------------------------- clusters
+
+
+def cluster_state(cluster: clusters_pb2.Cluster) -> str:
+    return clusters_pb2.ClusterState.Name(cluster.state).removeprefix("CLUSTER_STATE_")
+
+
+def broker_state(broker: clusters_pb2.Broker) -> str:
+    return clusters_pb2.BrokerState.Name(broker.state).removeprefix("BROKER_STATE_")
+
+
+def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
+    return {
+        "name": cluster.name,
+        "cluster_id": cluster.cluster_id,
+        "state": cluster_state(cluster),
+        "state_message": cluster.state_message,
+        "operation": cluster.operation,
+        "broker_count": cluster.broker_count,
+        "bootstrap_brokers": cluster.bootstrap_brokers,
+        "brokers": [
+            {
+                "id": b.id,
+                "host": b.host,
+                "port": b.port,
+                "address": f"{b.host}:{b.port}",
+                "state": broker_state(b),
+                "pid": b.pid,
+                "restarts": b.restarts,
+                "data_dir": b.data_dir,
+            }
+            for b in cluster.brokers
+        ],
+        "config": dict(sorted(cluster.config.items())),
+        "created_at": rfc3339(cluster.created_at),
+        "updated_at": rfc3339(cluster.updated_at),
+    }
+
+
+def running(cluster: clusters_pb2.Cluster) -> int:
+    return sum(1 for b in cluster.brokers if b.state == clusters_pb2.BROKER_STATE_RUNNING)
+
+
+def cluster_table(cluster: clusters_pb2.Cluster) -> str:
+    state = cluster_state(cluster)
+    if cluster.state_message:
+        state += f" ({cluster.state_message})"
+    head = fields(
+        [
+            ("name", cluster.name),
+            ("cluster id", cluster.cluster_id),
+            ("state", state),
+            ("brokers", f"{running(cluster)}/{cluster.broker_count} running"),
+            ("bootstrap", cluster.bootstrap_brokers),
+            ("config", config_text(cluster.config)),
+            ("created", rfc3339(cluster.created_at)),
+        ]
+    )
+    brokers = table(
+        ["BROKER", "ADDRESS", "STATE", "PID", "RESTARTS"],
+        [
+            (b.id, f"{b.host}:{b.port}", broker_state(b), b.pid or "-", b.restarts)
+            for b in cluster.brokers
+        ],
+    )
+    return f"{head}\n\n{brokers}"
+
+
+def clusters_table(clusters: Sequence[clusters_pb2.Cluster]) -> str:
+    return table(
+        ["NAME", "STATE", "BROKERS", "BOOTSTRAP", "CREATED"],
+        [
+            (
+                c.name,
+                cluster_state(c),
+                f"{running(c)}/{c.broker_count}",
+                c.bootstrap_brokers,
+                rfc3339(c.created_at),
+            )
+            for c in clusters
+        ],
+    )
+
+
+# ---------------------------------------------------------------------- topics
+
+
+def topic_json(topic: topics_pb2.Topic, *, detail: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "cluster": topic.cluster,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "partitions": topic.partitions,
+        "replication_factor": topic.replication_factor,
+        "internal": topic.internal,
+    }
+    if detail:
+        out["config"] = dict(sorted(topic.config.items()))
+        out["effective_config"] = dict(sorted(topic.effective_config.items()))
+        out["partition_details"] = [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+            }
+            for p in topic.partition_details
+        ]
+    return out
+
+
+def topic_table(topic: topics_pb2.Topic) -> str:
+    head = fields(
+        [
+            ("topic", topic.name),
+            ("cluster", topic.cluster),
+            ("topic id", topic.topic_id),
+            ("partitions", topic.partitions),
+            ("replication factor", topic.replication_factor),
+            ("config", config_text(topic.config)),
+        ]
+    )
+    parts = table(
+        ["PARTITION", "LEADER", "REPLICAS", "ISR"],
+        [
+            (
+                p.partition,
+                p.leader,
+                ",".join(map(str, p.replicas)),
+                ",".join(map(str, p.isr)),
+            )
+            for p in topic.partition_details
+        ],
+    )
+    return f"{head}\n\n{parts}"
+
+
+def topics_table(topics: Sequence[topics_pb2.Topic]) -> str:
+    return table(
+        ["NAME", "PARTITIONS", "REPLICATION", "TOPIC ID"],
+        [(t.name, t.partitions, t.replication_factor, t.topic_id) for t in topics],
+    )
+
+
+# ---------------------------------------------------------------------- status
+
+
+def status_json(
+    home: str, running_pid: int | None, status: controlplane_pb2.Status | None, orphans: int = 0
+) -> dict[str, Any]:
+    """``orphans``: broker processes found running while the control plane is not."""
+    return {
+        "running": status is not None,
+        "home": home,
+        "pid": status.pid if status is not None else running_pid or 0,
+        "endpoint": status.endpoint if status is not None else "",
+        "version": status.version if status is not None else "",
+        "started_at": rfc3339(status.started_at) if status is not None else "",
+        "clusters": status.clusters if status is not None else 0,
+        "brokers_running": status.brokers_running if status is not None else orphans,
+        "s3_endpoint": status.s3_endpoint if status is not None else "",
+        "s3_note": status.s3_note if status is not None else "",
+    }
+
+
+def fail(message: str, hint: str | None = None) -> None:
+    raise CliError(message, hint)
+
+
+def echo_err(message: str) -> None:
+    print(message, file=sys.stderr)

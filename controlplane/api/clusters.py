@@ -1,0 +1,109 @@
+"""The Clusters service (proto/sluice/v1/clusters.proto)."""
+
+from __future__ import annotations
+
+import grpc
+
+from controlplane.api.common import rpc, timestamp
+from controlplane.frontend import ClusterFrontend
+from controlplane.reconciler import PENDING, STOPPED, ClusterManager
+from controlplane.store import BrokerRecord, ClusterRecord
+from proto.sluice.v1 import clusters_pb2 as pb
+from proto.sluice.v1 import clusters_pb2_grpc as pb_grpc
+
+
+def bootstrap(brokers: list[BrokerRecord]) -> str:
+    return ",".join(b.address for b in brokers)
+
+
+class ClustersService(pb_grpc.ClustersServicer):
+    def __init__(self, frontend: ClusterFrontend, manager: ClusterManager) -> None:
+        self.frontend = frontend
+        self.manager = manager
+
+    def to_pb(self, cluster: ClusterRecord) -> pb.Cluster:
+        brokers = self.frontend.brokers(cluster.name)
+        out = pb.Cluster(
+            name=cluster.name,
+            cluster_id=cluster.cluster_id,
+            state=pb.ClusterState.Value(f"CLUSTER_STATE_{cluster.state}"),
+            state_message=cluster.state_message,
+            broker_count=cluster.broker_count,
+            bootstrap_brokers=bootstrap(brokers),
+            config=cluster.config,
+            operation=cluster.operation,
+            created_at=timestamp(cluster.created_at),
+            updated_at=timestamp(cluster.updated_at),
+        )
+        for record in brokers:
+            runtime = self.manager.runtime(cluster.name, record.broker_id)
+            if runtime is None:
+                state, pid = (PENDING if record.pid == 0 else STOPPED), 0
+            else:
+                state = runtime.state
+                pid = runtime.proc.pid if runtime.proc is not None else 0
+            out.brokers.append(
+                pb.Broker(
+                    id=record.broker_id,
+                    host=record.host,
+                    port=record.port,
+                    state=pb.BrokerState.Value(f"BROKER_STATE_{state}"),
+                    pid=pid,
+                    data_dir=record.data_dir,
+                    restarts=record.restarts,
+                )
+            )
+        return out
+
+    @rpc
+    async def CreateCluster(
+        self, request: pb.CreateClusterRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        count = request.broker_count if request.HasField("broker_count") else None
+        cluster = self.frontend.create(request.name, count, dict(request.config))
+        return self.to_pb(cluster)
+
+    @rpc
+    async def GetCluster(
+        self, request: pb.GetClusterRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        return self.to_pb(self.frontend.get(request.name))
+
+    @rpc
+    async def ListClusters(
+        self, request: pb.ListClustersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListClustersResponse:
+        return pb.ListClustersResponse(
+            clusters=[self.to_pb(c) for c in self.frontend.list_clusters()]
+        )
+
+    @rpc
+    async def DeleteCluster(
+        self, request: pb.DeleteClusterRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        return self.to_pb(self.frontend.delete(request.name))
+
+    @rpc
+    async def UpdateBrokerCount(
+        self, request: pb.UpdateBrokerCountRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        return self.to_pb(self.frontend.update_broker_count(request.name, request.broker_count))
+
+    @rpc
+    async def UpdateClusterConfig(
+        self, request: pb.UpdateClusterConfigRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        cluster = self.frontend.update_config(
+            request.name, dict(request.config), list(request.remove)
+        )
+        return self.to_pb(cluster)
+
+    @rpc
+    async def GetBootstrapBrokers(
+        self, request: pb.GetBootstrapBrokersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetBootstrapBrokersResponse:
+        self.frontend.get(request.name)
+        brokers = self.frontend.brokers(request.name)
+        return pb.GetBootstrapBrokersResponse(
+            bootstrap_brokers=bootstrap(brokers), addresses=[b.address for b in brokers]
+        )

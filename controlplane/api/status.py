@@ -1,0 +1,39 @@
+"""The ControlPlane service (proto/sluice/v1/controlplane.proto): `cloudctl status`."""
+
+from __future__ import annotations
+
+import os
+
+import grpc
+
+from controlplane.api.common import rpc, timestamp
+from controlplane.reconciler import ClusterManager
+from proto.sluice.v1 import controlplane_pb2 as pb
+from proto.sluice.v1 import controlplane_pb2_grpc as pb_grpc
+
+VERSION = "0.1.0"
+S3_NOTE = "recorded, not used yet: tiered storage and the embedded S3 server arrive with issue 5"
+
+
+class StatusService(pb_grpc.ControlPlaneServicer):
+    def __init__(self, manager: ClusterManager, endpoint: str, started_at: float) -> None:
+        self.manager = manager
+        self.endpoint = endpoint
+        self.started_at = started_at
+
+    @rpc
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Status:
+        store = self.manager.store
+        return pb.Status(
+            version=VERSION,
+            pid=os.getpid(),
+            home=str(self.manager.home),
+            endpoint=self.endpoint,
+            started_at=timestamp(self.started_at),
+            s3_endpoint=store.get_setting("s3.endpoint"),
+            s3_note=S3_NOTE,
+            clusters=len(store.list_clusters()),
+            brokers_running=self.manager.running_brokers(),
+        )

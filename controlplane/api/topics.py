@@ -1,0 +1,75 @@
+"""The Topics service (proto/sluice/v1/topics.proto)."""
+
+from __future__ import annotations
+
+import grpc
+
+from controlplane.api.common import rpc
+from controlplane.topics import TopicOps, TopicView
+from proto.sluice.v1 import topics_pb2 as pb
+from proto.sluice.v1 import topics_pb2_grpc as pb_grpc
+
+
+def to_pb(view: TopicView) -> pb.Topic:
+    meta = view.meta
+    return pb.Topic(
+        cluster=view.cluster,
+        name=meta.name,
+        topic_id=meta.topic_id,
+        partitions=len(meta.partitions),
+        replication_factor=meta.replication_factor,
+        internal=meta.internal,
+        config=view.config,
+        effective_config=view.effective_config,
+        partition_details=[
+            pb.Partition(partition=p.partition, leader=p.leader, replicas=p.replicas, isr=p.isr)
+            for p in meta.partitions
+        ],
+    )
+
+
+class TopicsService(pb_grpc.TopicsServicer):
+    def __init__(self, ops: TopicOps) -> None:
+        self.ops = ops
+
+    @rpc
+    async def CreateTopic(
+        self, request: pb.CreateTopicRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Topic:
+        view = await self.ops.create_topic(
+            request.cluster,
+            request.name,
+            request.partitions if request.HasField("partitions") else None,
+            request.replication_factor if request.HasField("replication_factor") else None,
+            dict(request.config),
+        )
+        return to_pb(view)
+
+    @rpc
+    async def ListTopics(
+        self, request: pb.ListTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListTopicsResponse:
+        views = await self.ops.list_topics(request.cluster, request.include_internal)
+        return pb.ListTopicsResponse(topics=[to_pb(v) for v in views])
+
+    @rpc
+    async def DescribeTopic(
+        self, request: pb.DescribeTopicRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Topic:
+        return to_pb(await self.ops.describe_topic(request.cluster, request.name))
+
+    @rpc
+    async def DeleteTopic(
+        self, request: pb.DeleteTopicRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteTopicResponse:
+        await self.ops.delete_topic(request.cluster, request.name)
+        return pb.DeleteTopicResponse()
+
+    @rpc
+    async def AlterTopicConfig(
+        self, request: pb.AlterTopicConfigRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Topic:
+        view = await self.ops.alter_topic_config(
+            request.cluster, request.name, dict(request.config), list(request.remove)
+        )
+        return to_pb(view)

@@ -1,0 +1,90 @@
+"""API auth: one bearer token per control plane, made by ``cloudctl up``.
+
+The token lives in ``$SLUICE_HOME/token`` (mode 0600). Every RPC except gRPC health checking
+must carry ``authorization: Bearer <token>``; a missing or wrong token gets UNAUTHENTICATED.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
+PUBLIC_PREFIXES = ("/grpc.health.v1.Health/",)
+
+
+def ensure_token(home: Path) -> str:
+    """Read the token, creating it (0600) when missing; the file is never group/world readable."""
+    path = home / TOKEN_FILE
+    try:
+        token = path.read_text().strip()
+    except FileNotFoundError:
+        token = ""
+    if not token:
+        token = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token + "\n")
+    os.chmod(path, 0o600)
+    return token
+
+
+def read_token(home: Path) -> str:
+    return (home / TOKEN_FILE).read_text().strip()
+
+
+class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    def _allowed(self, details: grpc.HandlerCallDetails) -> bool:
+        if details.method.startswith(PUBLIC_PREFIXES):
+            return True
+        for key, value in details.invocation_metadata or ():
+            if key == "authorization":
+                given = value.encode() if isinstance(value, str) else bytes(value)
+                return hmac.compare_digest(given, self._expected)
+        return False
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler = await continuation(details)
+        if handler is None or self._allowed(details):
+            return handler
+        return _deny(handler)
+
+
+MESSAGE = (
+    "missing or invalid bearer token: send 'authorization: Bearer <token>' with the token "
+    "from $SLUICE_HOME/token"
+)
+
+
+def _deny(handler: Any) -> Any:
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, MESSAGE)
+
+    async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, MESSAGE)
+        yield None  # pragma: no cover - abort raises
+
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(streaming, **kwargs)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(unary, **kwargs)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(streaming, **kwargs)
+    return grpc.unary_unary_rpc_method_handler(unary, **kwargs)

@@ -1,0 +1,134 @@
+"""Control-plane settings and request validation (names, broker counts, broker configs).
+
+Every limit has a number and a key. Settings come from ``$SLUICE_HOME/controlplane.properties``
+(``key=value`` lines, optional) and ``python -m controlplane.main --set key=value``.
+
+Broker settings in CreateCluster / UpdateClusterConfig are validated with the broker's own
+definitions (``dataplane.config.BROKER_CONFIGS``): the control plane imports that one table so
+a bad key or value is refused before a process starts, never after. Keys the control plane
+owns (``node.id``, ``cluster.id``, ``advertised.listeners``) and read-only keys are refused.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+
+from controlplane.errors import InvalidBrokerCount, InvalidConfig, InvalidName
+
+# As MSK: 1-64 characters, ASCII letters, digits and hyphens. The first character may not be a
+# hyphen (a name like "-x" would read as an option on every command line).
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+
+MANAGED_BROKER_KEYS = frozenset({"node.id", "cluster.id", "advertised.listeners"})
+"""Broker settings the control plane sets itself for every broker."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Control-plane limits and timings; attribute ``a_b_c`` is key ``a.b.c``."""
+
+    cluster_max_brokers: int = 15
+    """Most brokers in one cluster (MSK's default quota is 30 per account; a laptop is smaller)."""
+    cluster_default_brokers: int = 3
+    """Brokers of a cluster created without a broker count."""
+    broker_host: str = "127.0.0.1"
+    """Address brokers listen on and advertise."""
+    broker_ready_timeout_ms: int = 30_000
+    """How long a starting broker may take to answer ApiVersions before the start fails."""
+    broker_stop_timeout_ms: int = 15_000
+    """How long a stopping broker gets after SIGTERM before SIGKILL."""
+    broker_start_attempts: int = 3
+    """Failed starts of one broker before a CREATING or UPDATING cluster turns FAILED."""
+    broker_restart_backoff_max_ms: int = 10_000
+    """Longest wait between restarts of a broker that keeps crashing (doubles from 100 ms)."""
+    supervisor_interval_ms: int = 500
+    """How often every broker is checked (process exits are also noticed at once via pidfd)."""
+    broker_health_interval_ms: int = 5_000
+    """How often a running broker is probed with ApiVersions."""
+    broker_health_failures: int = 3
+    """Consecutive failed probes after which a running but unresponsive broker is restarted."""
+    kafka_request_timeout_ms: int = 15_000
+    """Timeout of one Kafka admin request sent by the Topics API."""
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name.replace("_", ".") for f in fields(cls)]
+
+    @classmethod
+    def from_properties(cls, raw: Mapping[str, str]) -> Settings:
+        """Build from ``key=value`` strings; unknown keys and bad values raise InvalidConfig."""
+        known = {f.name.replace("_", "."): f for f in fields(cls)}
+        values: dict[str, object] = {}
+        for key, text in raw.items():
+            spec = known.get(key)
+            if spec is None:
+                raise InvalidConfig(
+                    f"unknown control-plane setting {key!r} (known: {', '.join(sorted(known))})"
+                )
+            if spec.type in (int, "int"):
+                try:
+                    number = int(text)
+                except ValueError:
+                    raise InvalidConfig(
+                        f"invalid value {text!r} for {key}: expected an integer"
+                    ) from None
+                if number < 1:
+                    raise InvalidConfig(f"invalid value {text!r} for {key}: must be >= 1")
+                values[spec.name] = number
+            else:
+                values[spec.name] = text
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def validate_cluster_name(name: str) -> None:
+    if not CLUSTER_NAME.match(name):
+        raise InvalidName(
+            f"invalid cluster name {name!r}: use 1-64 ASCII letters, digits and hyphens, "
+            "not starting with a hyphen"
+        )
+
+
+def validate_broker_count(count: int, settings: Settings) -> None:
+    if not 1 <= count <= settings.cluster_max_brokers:
+        raise InvalidBrokerCount(
+            f"invalid broker count {count}: must be between 1 and "
+            f"{settings.cluster_max_brokers} (cluster.max.brokers)"
+        )
+
+
+def validate_broker_config(config: Mapping[str, str]) -> dict[str, str]:
+    """Check broker settings against the broker's definitions; returns them normalised."""
+    from dataplane.config import BROKER_CONFIGS
+    from dataplane.errors import InvalidConfig as BrokerInvalidConfig
+
+    out: dict[str, str] = {}
+    for raw_key, value in config.items():
+        key = raw_key.strip()
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None:
+            raise InvalidConfig(f"unknown broker config {key!r}")
+        if key in MANAGED_BROKER_KEYS or definition.read_only:
+            raise InvalidConfig(
+                f"broker config {key!r} is set by the control plane and cannot be changed"
+            )
+        try:
+            parsed = definition.parse(value)
+        except BrokerInvalidConfig as exc:
+            raise InvalidConfig(exc.message or f"invalid value {value!r} for {key}") from None
+        out[key] = definition.render(parsed)
+    return out
+
+
+def validate_config_keys(keys: Iterable[str]) -> list[str]:
+    """Check keys to reset (UpdateClusterConfig.remove)."""
+    from dataplane.config import BROKER_CONFIGS
+
+    out = []
+    for raw_key in keys:
+        key = raw_key.strip()
+        if key not in BROKER_CONFIGS:
+            raise InvalidConfig(f"unknown broker config {key!r}")
+        out.append(key)
+    return out

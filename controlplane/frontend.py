@@ -1,0 +1,161 @@
+"""Frontend of the Clusters API: validate a request, write desired state, wake the backend.
+
+Nothing here starts or stops a process; the reconciler (reconciler.py) does that. Every
+method either raises a typed error (errors.py) or returns the cluster as recorded. The event
+loop runs one handler at a time between awaits, and these methods do not await, so a check
+("is another operation running?") and the write that follows are atomic.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Mapping, Sequence
+
+from controlplane import errors, store
+from controlplane.config import (
+    Settings,
+    validate_broker_config,
+    validate_broker_count,
+    validate_cluster_name,
+    validate_config_keys,
+)
+from controlplane.reconciler import ClusterManager, free_port
+from controlplane.store import BrokerRecord, ClusterRecord, Store
+
+
+def new_cluster_id() -> str:
+    """A Kafka-style cluster id: a random UUID in URL-safe base64 (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ClusterFrontend:
+    def __init__(self, store_: Store, manager: ClusterManager, settings: Settings) -> None:
+        self.store = store_
+        self.manager = manager
+        self.settings = settings
+
+    def get(self, name: str) -> ClusterRecord:
+        cluster = self.store.get_cluster(name)
+        if cluster is None:
+            raise errors.ClusterNotFound(f"cluster {name!r} not found")
+        return cluster
+
+    def list_clusters(self) -> list[ClusterRecord]:
+        return self.store.list_clusters()
+
+    def brokers(self, name: str) -> list[BrokerRecord]:
+        return self.store.brokers(name)
+
+    def _new_brokers(self, cluster: ClusterRecord, ids: Sequence[int]) -> list[BrokerRecord]:
+        used = self.store.used_ports()
+        out = []
+        cluster_dir = self.manager.cluster_dir(cluster)
+        log_dir = self.manager.cluster_log_dir(cluster)
+        for broker_id in ids:
+            port = free_port(self.settings.broker_host, used)
+            used.add(port)
+            out.append(
+                BrokerRecord(
+                    cluster=cluster.name,
+                    broker_id=broker_id,
+                    host=self.settings.broker_host,
+                    port=port,
+                    data_dir=str(cluster_dir / f"broker-{broker_id}"),
+                    log_path=str(log_dir / f"broker-{broker_id}.log"),
+                )
+            )
+        return out
+
+    def create(
+        self, name: str, broker_count: int | None, config: Mapping[str, str]
+    ) -> ClusterRecord:
+        validate_cluster_name(name)
+        count = self.settings.cluster_default_brokers if broker_count is None else broker_count
+        validate_broker_count(count, self.settings)
+        checked = validate_broker_config(config)
+        existing = self.store.get_cluster(name)
+        if existing is not None:
+            raise errors.ClusterAlreadyExists(
+                f"cluster {name!r} already exists (state {existing.state})"
+            )
+        cluster = ClusterRecord(
+            name=name,
+            cluster_id=new_cluster_id(),
+            state=store.CREATING,
+            broker_count=count,
+            config=checked,
+            operation=store.OP_CREATE,
+            state_message=f"starting {count} broker(s)",
+        )
+        self.store.insert_cluster(cluster, self._new_brokers(cluster, range(count)))
+        self.manager.notify(name)
+        return self.get(name)
+
+    def _check_idle(self, cluster: ClusterRecord, what: str) -> None:
+        if cluster.state not in (store.ACTIVE, store.FAILED) or cluster.busy:
+            doing = f" ({cluster.operation})" if cluster.operation else ""
+            raise errors.OperationInProgress(
+                f"cannot {what}: cluster {cluster.name!r} is {cluster.state}{doing}; "
+                "retry when it is ACTIVE"
+            )
+
+    def delete(self, name: str) -> ClusterRecord:
+        cluster = self.get(name)
+        if cluster.state != store.DELETING:
+            cluster = self.store.update_cluster(
+                name,
+                state=store.DELETING,
+                operation=store.OP_DELETE,
+                state_message="stopping brokers",
+            )
+            self.manager.notify(name, interrupt=True)
+        return cluster
+
+    def update_broker_count(self, name: str, count: int) -> ClusterRecord:
+        cluster = self.get(name)
+        validate_broker_count(count, self.settings)
+        if count == cluster.broker_count:
+            return cluster
+        self._check_idle(cluster, "update the broker count")
+        if count < cluster.broker_count:
+            raise errors.ScaleInNotSupported(
+                f"cannot scale cluster {name!r} in from {cluster.broker_count} to {count} "
+                "brokers: removing brokers needs partition reassignment, which arrives with "
+                "replication (issue 4); the cluster keeps its brokers"
+            )
+        new = self._new_brokers(cluster, range(cluster.broker_count, count))
+        self.store.add_brokers(
+            name,
+            new,
+            broker_count=count,
+            state=store.UPDATING,
+            operation=store.OP_UPDATE_BROKER_COUNT,
+            state_message=f"adding {len(new)} broker(s)",
+        )
+        self.manager.notify(name)
+        return self.get(name)
+
+    def update_config(
+        self, name: str, config: Mapping[str, str], remove: Sequence[str]
+    ) -> ClusterRecord:
+        cluster = self.get(name)
+        checked = validate_broker_config(config)
+        removed = validate_config_keys(remove)
+        both = set(checked) & set(removed)
+        if both:
+            raise errors.InvalidConfig(f"broker config {sorted(both)[0]!r} is both set and removed")
+        wanted = {k: v for k, v in {**cluster.config, **checked}.items() if k not in removed}
+        if wanted == cluster.config:
+            return cluster
+        self._check_idle(cluster, "update the configuration")
+        cluster = self.store.update_cluster(
+            name,
+            config=wanted,
+            config_version=cluster.config_version + 1,
+            state=store.UPDATING,
+            operation=store.OP_UPDATE_CONFIG,
+            state_message="rolling restart: starting",
+        )
+        self.manager.notify(name)
+        return cluster

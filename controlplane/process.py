@@ -1,0 +1,206 @@
+"""Broker processes: start, identify, watch and stop ``sluice-broker`` processes.
+
+Brokers run in their own session (``start_new_session``) so that they outlive a control plane
+killed with ``-9``. A broker is identified by its ``--data-dir`` argument in
+``/proc/<pid>/cmdline``: a recorded pid is only trusted when that process still runs a broker
+on the recorded data directory (pids are reused), and a restarted control plane finds the
+brokers it had started by scanning ``/proc`` for its own data directories.
+
+Exits are noticed at once through a pidfd (Linux ≥ 5.3) registered with the event loop, for
+children and adopted processes alike; the supervisor's periodic check is the fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+log = logging.getLogger("sluice.controlplane.process")
+
+BROKER_MARKERS = ("dataplane.main", "sluice-broker")
+
+
+def broker_command(data_dir: str, listen: str, settings: dict[str, str]) -> list[str]:
+    """The command line of one broker: the ``sluice-broker`` script beside this Python."""
+    script = Path(sys.executable).parent / "sluice-broker"
+    base = (
+        [sys.executable, str(script)]
+        if script.exists()
+        else [sys.executable, "-m", "dataplane.main"]
+    )
+    cmd = [*base, "--data-dir", data_dir, "--listen", listen]
+    for key, value in settings.items():
+        cmd += ["--set", f"{key}={value}"]
+    return cmd
+
+
+def read_cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    if not raw:
+        return None  # a zombie or a kernel thread
+    return raw.rstrip(b"\0").decode(errors="replace").split("\0")
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    # "pid (comm) S ...": the state follows the last ')'
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
+
+
+def data_dir_of(cmdline: Sequence[str]) -> str | None:
+    """The ``--data-dir`` of a broker command line, or None for anything else."""
+    if not any(marker in arg for arg in cmdline for marker in BROKER_MARKERS):
+        return None
+    for i, arg in enumerate(cmdline[:-1]):
+        if arg == "--data-dir":
+            return cmdline[i + 1]
+    return None
+
+
+def runs_broker(pid: int, data_dir: str) -> bool:
+    """True when ``pid`` is a live broker process on ``data_dir``."""
+    if pid <= 0:
+        return False
+    cmdline = read_cmdline(pid)
+    return cmdline is not None and data_dir_of(cmdline) == data_dir and not is_zombie(pid)
+
+
+def scan_brokers(under: Path) -> dict[str, list[int]]:
+    """Live broker processes whose data directory is below ``under``: data_dir -> pids."""
+    prefix = str(under).rstrip("/") + "/"
+    found: dict[str, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        cmdline = read_cmdline(pid)
+        if cmdline is None:
+            continue
+        data_dir = data_dir_of(cmdline)
+        if data_dir and data_dir.startswith(prefix) and not is_zombie(pid):
+            found.setdefault(data_dir, []).append(pid)
+    return found
+
+
+class BrokerProcess:
+    """A running broker: one we started (``popen``) or one we adopted after a restart."""
+
+    def __init__(self, pid: int, data_dir: str, popen: subprocess.Popen[bytes] | None = None):
+        self.pid = pid
+        self.data_dir = data_dir
+        self.popen = popen
+        self._pidfd: int | None = None
+        self.started = time.monotonic()
+
+    @classmethod
+    def spawn(cls, command: list[str], data_dir: str, log_path: str) -> BrokerProcess:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log_file:
+            log_file.write(f"--- starting: {' '.join(command)}\n".encode())
+            log_file.flush()
+            popen = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                start_new_session=True,
+                close_fds=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        return cls(popen.pid, data_dir, popen)
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return runs_broker(self.pid, self.data_dir)
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.popen is None else self.popen.returncode
+
+    def watch(self, on_exit: Callable[[], None]) -> None:
+        """Call ``on_exit`` (on the event loop) as soon as the process exits."""
+        loop = asyncio.get_running_loop()
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except (OSError, AttributeError):
+            return  # process already gone, or no pidfd: the periodic check notices
+        pidfd = self._pidfd
+
+        def readable() -> None:
+            self.unwatch()
+            on_exit()
+
+        loop.add_reader(pidfd, readable)
+
+    def unwatch(self) -> None:
+        if self._pidfd is not None:
+            with contextlib.suppress(RuntimeError, ValueError):
+                asyncio.get_running_loop().remove_reader(self._pidfd)
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = None
+
+    def signal(self, sig: int) -> None:
+        if not self.alive():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the process to exit; True when it did."""
+        deadline = time.monotonic() + timeout
+        delay = 0.01
+        while self.alive():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        return True
+
+    async def stop(self, timeout: float) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``; always reaps our own children."""
+        self.unwatch()
+        self.signal(signal.SIGTERM)
+        if not await self.wait(timeout):
+            log.warning("broker pid %d did not stop in %.0fs; killing it", self.pid, timeout)
+            self.signal(signal.SIGKILL)
+            await self.wait(5)
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(1)
+
+    def kill(self) -> None:
+        self.unwatch()
+        self.signal(signal.SIGKILL)
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(5)
+
+
+def log_tail(path: str, lines: int = 1) -> str:
+    """The last non-empty lines of a log file (for error messages)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4096))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])

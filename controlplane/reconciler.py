@@ -1,0 +1,544 @@
+"""Backend: one reconciler per cluster converges broker processes to the desired state.
+
+The servicers only write desired state (store.py) and call :meth:`ClusterManager.notify`. Each
+cluster's reconciler then runs *steps*; a step reads the cluster and its brokers from the store,
+looks at the processes, and moves one stage forward, driving the state machine:
+
+    CREATING ──all brokers answer ApiVersions──▶ ACTIVE ◀──▶ UPDATING (scale out, rolling restart)
+                                                  │  ▲
+                       a broker exits or hangs ──▼  │ restarted, answers again
+                                                 HEALING
+    any state ──DeleteCluster──▶ DELETING ──brokers stopped, data removed──▶ (row deleted)
+    CREATING/UPDATING ──a broker fails to start broker.start.attempts times──▶ FAILED (retried
+    with backoff; ACTIVE again once every broker answers)
+
+Steps run one at a time per cluster, after a wake-up (a request, a process exit seen through
+its pidfd) or every ``supervisor.interval.ms``. DeleteCluster interrupts a running step.
+
+Stopgap until issue 4 (Raft, replication): the brokers of a cluster do not share metadata or
+data. So that every Kafka client sees one consistent cluster, every broker advertises broker
+0's address: clients may bootstrap from any broker, but produce, fetch and group traffic all
+go to broker 0. See controlplane/README.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controlplane import kafka, store
+from controlplane.config import Settings
+from controlplane.process import BrokerProcess, broker_command, log_tail, runs_broker
+from controlplane.store import BrokerRecord, ClusterRecord, Store
+
+log = logging.getLogger("sluice.controlplane.reconciler")
+
+# Broker states (as in the API's BrokerState).
+PENDING = "PENDING"
+STARTING = "STARTING"
+RUNNING = "RUNNING"
+STOPPING = "STOPPING"
+STOPPED = "STOPPED"
+
+# What a step tells the loop: the cluster is gone; step again at once (it moved something);
+# wait for a wake-up or the supervisor interval.
+GONE = "gone"
+AGAIN = "again"
+IDLE = "idle"
+
+
+def free_port(host: str, avoid: set[int]) -> int:
+    """A port the OS says is free now, not in ``avoid`` (ports recorded for other brokers)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in avoid:
+            return port
+    raise RuntimeError("no free port found")
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class BrokerRuntime:
+    """What the reconciler knows about one broker beyond its record."""
+
+    record: BrokerRecord
+    proc: BrokerProcess | None = None
+    state: str = PENDING
+    failures: int = 0
+    """Consecutive failed starts."""
+    next_attempt: float = 0.0
+    """Monotonic time before which no new start is tried (crash-loop backoff)."""
+    health_failures: int = 0
+    last_probe: float = field(default_factory=time.monotonic)
+    ever_ran: bool = False
+
+
+class ClusterReconciler:
+    def __init__(self, manager: ClusterManager, name: str) -> None:
+        self.manager = manager
+        self.name = name
+        self.runtimes: dict[int, BrokerRuntime] = {}
+        self._wake = asyncio.Event()
+        self._step_task: asyncio.Task[str] | None = None
+        self._interrupted = False
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def store(self) -> Store:
+        return self.manager.store
+
+    @property
+    def settings(self) -> Settings:
+        return self.manager.settings
+
+    # ------------------------------------------------------------------ loop
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.run(), name=f"reconcile-{self.name}")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def interrupt(self) -> None:
+        """Cancel the running step (DeleteCluster); the loop goes on with a fresh step."""
+        if self._step_task is not None and not self._step_task.done():
+            self._interrupted = True
+            self._step_task.cancel()
+        self.wake()
+
+    async def run(self) -> None:
+        interval = self.settings.supervisor_interval_ms / 1000
+        while True:
+            self._wake.clear()
+            self._step_task = asyncio.create_task(self.step())
+            try:
+                progress = await self._step_task
+            except asyncio.CancelledError:
+                if not self._interrupted:
+                    self._step_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await self._step_task
+                    raise
+                self._interrupted = False
+                continue
+            except Exception:
+                log.exception("cluster %s: reconcile step failed", self.name)
+                progress = IDLE
+            if progress is GONE:
+                self.manager.forget(self)
+                return
+            if progress is AGAIN:
+                continue
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+
+    def set_state(
+        self, cluster: ClusterRecord, state: str, message: str, **changes: object
+    ) -> ClusterRecord:
+        if cluster.state != state or cluster.state_message != message or changes:
+            if cluster.state != state:
+                log.info("cluster %s: %s -> %s %s", self.name, cluster.state, state, message)
+            cluster = self.store.update_cluster(
+                self.name, state=state, state_message=message, **changes
+            )
+        return cluster
+
+    # ------------------------------------------------------------------ one step
+
+    async def step(self) -> str:
+        """Move the cluster one stage towards its desired state: GONE, AGAIN or IDLE."""
+        cluster = self.store.get_cluster(self.name)
+        if cluster is None:
+            await self.stop_all()
+            return GONE
+        if cluster.state == store.DELETING:
+            await self.delete(cluster)
+            return GONE
+        records = self.store.brokers(self.name)
+        self._sync_runtimes(records)
+        runtimes = [self.runtimes[r.broker_id] for r in records]
+
+        # 1. processes that are gone
+        down = []
+        for rt in runtimes:
+            if rt.proc is not None and not rt.proc.alive():
+                code = rt.proc.returncode
+                log.warning(
+                    "cluster %s: broker %d (pid %d) exited%s",
+                    self.name,
+                    rt.record.broker_id,
+                    rt.proc.pid,
+                    "" if code is None else f" with code {code}",
+                )
+                rt.proc.kill()  # reaps a child
+                rt.proc = None
+                rt.state = STOPPED
+                self.store.update_broker(self.name, rt.record.broker_id, pid=0)
+            if rt.proc is None:
+                down.append(rt)
+        if down:
+            await self._start(cluster, down)
+            return AGAIN
+
+        # 2. processes that run but do not answer yet (just started, or adopted)
+        starting = [rt for rt in runtimes if rt.state == STARTING]
+        if starting:
+            await self._await_ready(cluster, starting)
+            return AGAIN
+
+        # 3. rolling restart for a config change, one broker at a time
+        outdated = [rt for rt in runtimes if rt.record.config_version < cluster.config_version]
+        if outdated:
+            await self._roll(cluster, outdated[0], len(runtimes) - len(outdated) + 1, len(runtimes))
+            return AGAIN
+
+        # 4. health of running brokers
+        await self._health(runtimes)
+        if any(rt.state != RUNNING for rt in runtimes):
+            return AGAIN
+
+        # 5. everything answers: finish the operation
+        if cluster.state != store.ACTIVE or cluster.operation:
+            if cluster.operation == store.OP_UPDATE_BROKER_COUNT:
+                await self._sync_new_brokers(runtimes)
+            self.set_state(cluster, store.ACTIVE, "", operation="")
+        return IDLE
+
+    def _sync_runtimes(self, records: list[BrokerRecord]) -> None:
+        for record in records:
+            rt = self.runtimes.get(record.broker_id)
+            if rt is None:
+                rt = self.runtimes[record.broker_id] = BrokerRuntime(record)
+                self._adopt(rt)
+            rt.record = record
+
+    def _adopt(self, rt: BrokerRuntime) -> None:
+        """Find a process already running for this broker (after a control-plane restart)."""
+        record = rt.record
+        pids = self.manager.orphans.pop(record.data_dir, [])
+        if record.pid and runs_broker(record.pid, record.data_dir) and record.pid not in pids:
+            pids.insert(0, record.pid)
+        if not pids:
+            # stopped while the control plane was away: a restart, unless `down` stopped it
+            rt.ever_ran = record.pid != 0
+            return
+        keep, *extra = pids
+        for pid in extra:  # never two processes on one data directory
+            log.warning("cluster %s: stopping duplicate broker pid %d", self.name, pid)
+            BrokerProcess(pid, record.data_dir).kill()
+        rt.proc = BrokerProcess(keep, record.data_dir)
+        rt.proc.watch(self.wake)
+        rt.state = STARTING
+        rt.ever_ran = True
+        if keep != record.pid:
+            self.store.update_broker(self.name, record.broker_id, pid=keep)
+        log.info("cluster %s: adopted broker %d (pid %d)", self.name, record.broker_id, keep)
+
+    # ------------------------------------------------------------------ starting
+
+    def _settings_for(self, cluster: ClusterRecord, record: BrokerRecord) -> dict[str, str]:
+        primary = self.store.brokers(self.name)[0]
+        return {
+            **cluster.config,
+            "node.id": str(record.broker_id),
+            "cluster.id": cluster.cluster_id,
+            "advertised.listeners": primary.address,
+        }
+
+    def _spawn(self, cluster: ClusterRecord, rt: BrokerRuntime) -> None:
+        record = rt.record
+        if rt.failures and not port_free(record.host, record.port):
+            # the port was taken while the broker was down: move the broker
+            port = free_port(record.host, self.store.used_ports())
+            log.warning(
+                "cluster %s: port %d of broker %d is taken; moving it to %d",
+                self.name,
+                record.port,
+                record.broker_id,
+                port,
+            )
+            self.store.update_broker(self.name, record.broker_id, port=port)
+            record = rt.record = self.store.broker(self.name, record.broker_id)
+        command = broker_command(
+            record.data_dir, record.address, self._settings_for(cluster, record)
+        )
+        rt.proc = BrokerProcess.spawn(command, record.data_dir, record.log_path)
+        rt.proc.watch(self.wake)
+        rt.state = STARTING
+        self.store.update_broker(
+            self.name, record.broker_id, pid=rt.proc.pid, config_version=cluster.config_version
+        )
+        rt.record = self.store.broker(self.name, record.broker_id)
+        log.info(
+            "cluster %s: started broker %d (pid %d) on %s",
+            self.name,
+            record.broker_id,
+            rt.proc.pid,
+            record.address,
+        )
+
+    async def _start(self, cluster: ClusterRecord, down: list[BrokerRuntime]) -> None:
+        """Start the brokers that are down and due (the others wait for their backoff)."""
+        now = time.monotonic()
+        due = [rt for rt in down if rt.next_attempt <= now]
+        crashed = [rt for rt in down if rt.ever_ran]
+        if cluster.state in (store.ACTIVE, store.HEALING):
+            ids = ", ".join(str(rt.record.broker_id) for rt in down)
+            why = "after an unexpected exit" if crashed else "after a control-plane start"
+            cluster = self.set_state(cluster, store.HEALING, f"restarting broker(s) {ids} {why}")
+        elif cluster.state == store.CREATING:
+            cluster = self.set_state(
+                cluster, cluster.state, f"starting {len(down)} of {len(self.runtimes)} broker(s)"
+            )
+        elif cluster.operation == store.OP_UPDATE_BROKER_COUNT:
+            ids = ", ".join(str(rt.record.broker_id) for rt in down)
+            cluster = self.set_state(cluster, cluster.state, f"starting new broker(s) {ids}")
+        if not due:
+            wait = min(rt.next_attempt for rt in down) - now
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, min(wait, 1.0)))
+            return
+        for rt in due:
+            if rt.ever_ran:
+                self.store.update_broker(
+                    self.name, rt.record.broker_id, restarts=rt.record.restarts + 1
+                )
+                rt.record = self.store.broker(self.name, rt.record.broker_id)
+            try:
+                self._spawn(cluster, rt)
+            except OSError as exc:
+                self._failed_start(cluster, rt, f"cannot start: {exc}")
+        await self._await_ready(cluster, [rt for rt in due if rt.state == STARTING])
+
+    async def _await_ready(self, cluster: ClusterRecord, runtimes: list[BrokerRuntime]) -> None:
+        results = await asyncio.gather(*(self._wait_ready(rt) for rt in runtimes))
+        for rt, error in zip(runtimes, results, strict=True):
+            if error is None:
+                rt.state = RUNNING
+                rt.failures = 0
+                rt.health_failures = 0
+                rt.ever_ran = True
+                rt.last_probe = time.monotonic()
+                continue
+            cluster = self.store.get_cluster(self.name) or cluster
+            self._failed_start(cluster, rt, error)
+        ready = sum(1 for rt in self.runtimes.values() if rt.state == RUNNING)
+        cluster = self.store.get_cluster(self.name) or cluster
+        if cluster.state in (store.CREATING, store.HEALING) and ready < len(self.runtimes):
+            self.set_state(cluster, cluster.state, f"{ready} of {len(self.runtimes)} brokers ready")
+
+    async def _wait_ready(self, rt: BrokerRuntime) -> str | None:
+        """None once the broker answers ApiVersions, else why it did not."""
+        proc = rt.proc
+        assert proc is not None
+        record = rt.record
+        deadline = time.monotonic() + self.settings.broker_ready_timeout_ms / 1000
+        delay = 0.02
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                tail = log_tail(record.log_path)
+                return f"exited during start-up{f': {tail}' if tail else ''}"
+            if await kafka.probe(record.host, record.port, timeout=1.0):
+                return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.2)
+        return (
+            f"did not answer on {record.address} within {self.settings.broker_ready_timeout_ms} ms"
+        )
+
+    def _failed_start(self, cluster: ClusterRecord, rt: BrokerRuntime, error: str) -> None:
+        record = rt.record
+        if rt.proc is not None:
+            rt.proc.kill()
+            rt.proc = None
+        self.store.update_broker(self.name, record.broker_id, pid=0)
+        rt.state = STOPPED
+        rt.failures += 1
+        backoff = min(
+            0.1 * 2 ** (rt.failures - 1), self.settings.broker_restart_backoff_max_ms / 1000
+        )
+        rt.next_attempt = time.monotonic() + backoff
+        message = f"broker {record.broker_id} {error} (log: {record.log_path})"
+        log.warning("cluster %s: %s; retrying in %.1fs", self.name, message, backoff)
+        if cluster.state in (store.CREATING, store.UPDATING) and (
+            rt.failures >= self.settings.broker_start_attempts
+        ):
+            self.set_state(cluster, store.FAILED, message)
+        elif cluster.state in (store.HEALING, store.FAILED, store.CREATING, store.UPDATING):
+            self.set_state(cluster, cluster.state, message)
+
+    # ------------------------------------------------------------------ updating
+
+    async def _roll(
+        self, cluster: ClusterRecord, rt: BrokerRuntime, index: int, total: int
+    ) -> None:
+        record = rt.record
+        cluster = self.set_state(
+            cluster,
+            store.UPDATING,
+            f"rolling restart: broker {record.broker_id} ({index} of {total})",
+        )
+        if rt.proc is not None:
+            rt.state = STOPPING
+            await rt.proc.stop(self.settings.broker_stop_timeout_ms / 1000)
+            rt.proc = None
+        rt.state = STOPPED
+        self.store.update_broker(self.name, record.broker_id, pid=0)
+        self._spawn(cluster, rt)
+        await self._await_ready(cluster, [rt])
+
+    async def _health(self, runtimes: list[BrokerRuntime]) -> None:
+        interval = self.settings.broker_health_interval_ms / 1000
+        now = time.monotonic()
+        due = [rt for rt in runtimes if rt.state == RUNNING and now - rt.last_probe >= interval]
+        if not due:
+            return
+        results = await asyncio.gather(
+            *(kafka.probe(rt.record.host, rt.record.port, timeout=2.0) for rt in due)
+        )
+        for rt, ok in zip(due, results, strict=True):
+            rt.last_probe = time.monotonic()
+            if ok:
+                rt.health_failures = 0
+                continue
+            rt.health_failures += 1
+            if rt.health_failures >= self.settings.broker_health_failures and rt.proc:
+                log.warning(
+                    "cluster %s: broker %d does not answer; restarting it",
+                    self.name,
+                    rt.record.broker_id,
+                )
+                rt.proc.kill()  # the next step sees it gone and restarts it (HEALING)
+
+    async def _sync_new_brokers(self, runtimes: list[BrokerRuntime]) -> None:
+        """Stopgap until issue 4: give brokers added by a scale-out the cluster's topics."""
+        from controlplane.topics import copy_topics
+
+        primary, *others = [rt.record for rt in runtimes]
+        try:
+            await copy_topics(primary, others, self.settings.kafka_request_timeout_ms / 1000)
+        except Exception as exc:  # best effort: clients route to broker 0 anyway
+            log.warning("cluster %s: copying topics to new brokers failed: %s", self.name, exc)
+
+    # ------------------------------------------------------------------ stopping
+
+    async def stop_all(self) -> None:
+        timeout = self.settings.broker_stop_timeout_ms / 1000
+        procs = [rt.proc for rt in self.runtimes.values() if rt.proc is not None]
+        for rt in self.runtimes.values():
+            rt.state = STOPPING if rt.proc is not None else rt.state
+        await asyncio.gather(*(proc.stop(timeout) for proc in procs))
+        for rt in self.runtimes.values():
+            rt.proc = None
+            rt.state = STOPPED
+
+    async def delete(self, cluster: ClusterRecord) -> None:
+        records = self.store.brokers(self.name)
+        self._sync_runtimes(records)
+        self.set_state(cluster, store.DELETING, "stopping brokers")
+        await self.stop_all()
+        for record in records:
+            # a broker started by a step that was interrupted, not yet recorded
+            for pid in self.manager.orphans.pop(record.data_dir, []):
+                BrokerProcess(pid, record.data_dir).kill()
+        cluster_dir = self.manager.cluster_dir(cluster)
+        log_dir = self.manager.cluster_log_dir(cluster)
+        await asyncio.to_thread(shutil.rmtree, cluster_dir, True)
+        await asyncio.to_thread(shutil.rmtree, log_dir, True)
+        self.store.delete_cluster(self.name)
+        log.info("cluster %s: deleted", self.name)
+
+
+class ClusterManager:
+    """Owns the reconcilers; the servicers' handle on the backend."""
+
+    def __init__(self, store_: Store, settings: Settings, home: Path) -> None:
+        self.store = store_
+        self.settings = settings
+        self.home = home
+        self.reconcilers: dict[str, ClusterReconciler] = {}
+        self.orphans: dict[str, list[int]] = {}
+        """Broker processes found at start-up, by data directory, not yet adopted."""
+
+    @property
+    def clusters_dir(self) -> Path:
+        return self.home / "clusters"
+
+    def cluster_dir(self, cluster: ClusterRecord) -> Path:
+        return self.clusters_dir / f"{cluster.name}-{cluster.cluster_id[:8]}"
+
+    def cluster_log_dir(self, cluster: ClusterRecord) -> Path:
+        return self.home / "logs" / "clusters" / f"{cluster.name}-{cluster.cluster_id[:8]}"
+
+    async def start(self) -> None:
+        """Re-adopt or restart the brokers of every recorded cluster."""
+        from controlplane.process import scan_brokers
+
+        self.clusters_dir.mkdir(parents=True, exist_ok=True)
+        self.orphans = scan_brokers(self.clusters_dir)
+        known = {b.data_dir for b in self.store.all_brokers()}
+        for data_dir in [d for d in self.orphans if d not in known]:
+            for pid in self.orphans.pop(data_dir):
+                log.warning("stopping broker pid %d of no recorded cluster (%s)", pid, data_dir)
+                BrokerProcess(pid, data_dir).kill()
+        for cluster in self.store.list_clusters():
+            self.notify(cluster.name)
+
+    def notify(self, name: str, *, interrupt: bool = False) -> None:
+        reconciler = self.reconcilers.get(name)
+        if reconciler is None:
+            reconciler = self.reconcilers[name] = ClusterReconciler(self, name)
+            reconciler.start()
+        elif interrupt:
+            reconciler.interrupt()
+        reconciler.wake()
+
+    def forget(self, reconciler: ClusterReconciler) -> None:
+        if self.reconcilers.get(reconciler.name) is reconciler:
+            del self.reconcilers[reconciler.name]
+
+    def runtime(self, cluster: str, broker_id: int) -> BrokerRuntime | None:
+        reconciler = self.reconcilers.get(cluster)
+        return None if reconciler is None else reconciler.runtimes.get(broker_id)
+
+    def running_brokers(self) -> int:
+        return sum(
+            1
+            for r in self.reconcilers.values()
+            for rt in r.runtimes.values()
+            if rt.proc is not None and rt.proc.alive()
+        )
+
+    async def shutdown(self) -> None:
+        """Stop every reconciler, then every broker (``cloudctl down``)."""
+        reconcilers = list(self.reconcilers.values())
+        for reconciler in reconcilers:
+            if reconciler.task is not None:
+                reconciler.task.cancel()
+        for reconciler in reconcilers:
+            if reconciler.task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reconciler.task
+        await asyncio.gather(*(r.stop_all() for r in reconcilers))
+        for reconciler in reconcilers:
+            for broker_id in reconciler.runtimes:
+                with contextlib.suppress(Exception):
+                    self.store.update_broker(reconciler.name, broker_id, pid=0)
+        self.reconcilers.clear()

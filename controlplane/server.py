@@ -1,0 +1,161 @@
+"""The control-plane process: gRPC server (+ health, reflection, auth) over the backend."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from controlplane.api.clusters import ClustersService
+from controlplane.api.status import StatusService
+from controlplane.api.topics import TopicsService
+from controlplane.auth import BearerTokenInterceptor, ensure_token
+from controlplane.config import Settings
+from controlplane.frontend import ClusterFrontend
+from controlplane.reconciler import ClusterManager
+from controlplane.store import Store
+from controlplane.topics import TopicOps
+from proto.sluice.v1 import (
+    clusters_pb2,
+    clusters_pb2_grpc,
+    controlplane_pb2,
+    controlplane_pb2_grpc,
+    topics_pb2,
+    topics_pb2_grpc,
+)
+
+log = logging.getLogger("sluice.controlplane")
+
+PID_FILE = "controlplane.pid"
+ENDPOINT_FILE = "endpoint"
+LOCK_FILE = "controlplane.lock"
+STATE_DB = "state.db"
+SERVICE_NAMES = (
+    clusters_pb2.DESCRIPTOR.services_by_name["Clusters"].full_name,
+    topics_pb2.DESCRIPTOR.services_by_name["Topics"].full_name,
+    controlplane_pb2.DESCRIPTOR.services_by_name["ControlPlane"].full_name,
+)
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+class ControlPlane:
+    def __init__(
+        self, home: Path, listen: str, settings: Settings, s3_endpoint: str | None = None
+    ) -> None:
+        self.home = home.resolve()
+        self.listen = listen
+        self.settings = settings
+        self.s3_endpoint = s3_endpoint
+        self.endpoint = ""
+        self._lock_fd: int | None = None
+        self.server: grpc.aio.Server | None = None
+        self.health = health.aio.HealthServicer()
+        self.store: Store | None = None
+        self.manager: ClusterManager | None = None
+
+    def _lock(self) -> None:
+        fd = os.open(self.home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = ""
+            with contextlib.suppress(OSError):
+                pid = (self.home / PID_FILE).read_text().strip()
+            raise AlreadyRunning(
+                f"another control plane (pid {pid or '?'}) already runs for {self.home}"
+            ) from None
+        self._lock_fd = fd
+
+    async def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.home / "logs").mkdir(exist_ok=True)
+        self._lock()
+        token = ensure_token(self.home)
+        self.store = Store(self.home / STATE_DB)
+        if self.s3_endpoint is not None:
+            self.store.set_setting("s3.endpoint", self.s3_endpoint)
+        self.manager = ClusterManager(self.store, self.settings, self.home)
+        frontend = ClusterFrontend(self.store, self.manager, self.settings)
+        topic_ops = TopicOps(self.store, self.settings.kafka_request_timeout_ms / 1000)
+
+        server = grpc.aio.server(interceptors=[BearerTokenInterceptor(token)])
+        try:
+            port = server.add_insecure_port(self.listen)
+        except RuntimeError:
+            port = 0
+        if not port:
+            raise OSError(f"cannot listen on {self.listen}: the address is in use or not local")
+        host = self.listen.rpartition(":")[0]
+        self.endpoint = f"{host}:{port}"
+        clusters_pb2_grpc.add_ClustersServicer_to_server(
+            ClustersService(frontend, self.manager), server
+        )
+        topics_pb2_grpc.add_TopicsServicer_to_server(TopicsService(topic_ops), server)
+        controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
+            StatusService(self.manager, self.endpoint, time.time()), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        await server.start()
+        self.server = server
+        await self.manager.start()
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        write_atomic(self.home / ENDPOINT_FILE, self.endpoint + "\n")
+        write_atomic(self.home / PID_FILE, f"{os.getpid()}\n")
+        log.info("control plane %d serving on %s (home %s)", os.getpid(), self.endpoint, self.home)
+
+    async def stop(self) -> None:
+        """Stop every broker, then the server (``cloudctl down``)."""
+        log.info("stopping: brokers first")
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.manager is not None:
+            await self.manager.shutdown()
+        if self.server is not None:
+            await self.server.stop(grace=2)
+        if self.store is not None:
+            self.store.close()
+        for name in (PID_FILE, ENDPOINT_FILE):
+            try:
+                path = self.home / name
+                if name != PID_FILE or path.read_text().strip() == str(os.getpid()):
+                    path.unlink()
+            except OSError:
+                pass
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        log.info("stopped cleanly")
+
+    async def serve_until_signal(self) -> None:
+        import signal
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await self.stop()

@@ -1,0 +1,1 @@
+"""Generated control-plane API (package ``sluice``); see proto/README.md."""

@@ -1,0 +1,169 @@
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ClusterState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLUSTER_STATE_UNSPECIFIED: _ClassVar[ClusterState]
+    CLUSTER_STATE_CREATING: _ClassVar[ClusterState]
+    CLUSTER_STATE_ACTIVE: _ClassVar[ClusterState]
+    CLUSTER_STATE_UPDATING: _ClassVar[ClusterState]
+    CLUSTER_STATE_DELETING: _ClassVar[ClusterState]
+    CLUSTER_STATE_FAILED: _ClassVar[ClusterState]
+    CLUSTER_STATE_HEALING: _ClassVar[ClusterState]
+
+class BrokerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BROKER_STATE_UNSPECIFIED: _ClassVar[BrokerState]
+    BROKER_STATE_PENDING: _ClassVar[BrokerState]
+    BROKER_STATE_STARTING: _ClassVar[BrokerState]
+    BROKER_STATE_RUNNING: _ClassVar[BrokerState]
+    BROKER_STATE_STOPPING: _ClassVar[BrokerState]
+    BROKER_STATE_STOPPED: _ClassVar[BrokerState]
+CLUSTER_STATE_UNSPECIFIED: ClusterState
+CLUSTER_STATE_CREATING: ClusterState
+CLUSTER_STATE_ACTIVE: ClusterState
+CLUSTER_STATE_UPDATING: ClusterState
+CLUSTER_STATE_DELETING: ClusterState
+CLUSTER_STATE_FAILED: ClusterState
+CLUSTER_STATE_HEALING: ClusterState
+BROKER_STATE_UNSPECIFIED: BrokerState
+BROKER_STATE_PENDING: BrokerState
+BROKER_STATE_STARTING: BrokerState
+BROKER_STATE_RUNNING: BrokerState
+BROKER_STATE_STOPPING: BrokerState
+BROKER_STATE_STOPPED: BrokerState
+
+class Broker(_message.Message):
+    __slots__ = ("id", "host", "port", "state", "pid", "data_dir", "restarts")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    host: str
+    port: int
+    state: BrokerState
+    pid: int
+    data_dir: str
+    restarts: int
+    def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[_Union[BrokerState, str]] = ..., pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., restarts: _Optional[int] = ...) -> None: ...
+
+class Cluster(_message.Message):
+    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    STATE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    BROKER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_BROKERS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    cluster_id: str
+    state: ClusterState
+    state_message: str
+    broker_count: int
+    brokers: _containers.RepeatedCompositeFieldContainer[Broker]
+    bootstrap_brokers: str
+    config: _containers.ScalarMap[str, str]
+    operation: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CreateClusterRequest(_message.Message):
+    __slots__ = ("name", "broker_count", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    broker_count: int
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class GetClusterRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListClustersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListClustersResponse(_message.Message):
+    __slots__ = ("clusters",)
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    clusters: _containers.RepeatedCompositeFieldContainer[Cluster]
+    def __init__(self, clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ...) -> None: ...
+
+class DeleteClusterRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class UpdateBrokerCountRequest(_message.Message):
+    __slots__ = ("name", "broker_count")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    broker_count: int
+    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ...) -> None: ...
+
+class UpdateClusterConfigRequest(_message.Message):
+    __slots__ = ("name", "config", "remove")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    config: _containers.ScalarMap[str, str]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetBootstrapBrokersRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetBootstrapBrokersResponse(_message.Message):
+    __slots__ = ("bootstrap_brokers", "addresses")
+    BOOTSTRAP_BROKERS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    bootstrap_brokers: str
+    addresses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, bootstrap_brokers: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ...) -> None: ...

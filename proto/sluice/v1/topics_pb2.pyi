@@ -1,0 +1,128 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Partition(_message.Message):
+    __slots__ = ("partition", "leader", "replicas", "isr")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    leader: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Topic(_message.Message):
+    __slots__ = ("cluster", "name", "topic_id", "partitions", "replication_factor", "internal", "config", "effective_config", "partition_details")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class EffectiveConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    name: str
+    topic_id: str
+    partitions: int
+    replication_factor: int
+    internal: bool
+    config: _containers.ScalarMap[str, str]
+    effective_config: _containers.ScalarMap[str, str]
+    partition_details: _containers.RepeatedCompositeFieldContainer[Partition]
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., internal: bool = ..., config: _Optional[_Mapping[str, str]] = ..., effective_config: _Optional[_Mapping[str, str]] = ..., partition_details: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ...) -> None: ...
+
+class CreateTopicRequest(_message.Message):
+    __slots__ = ("cluster", "name", "partitions", "replication_factor", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    name: str
+    partitions: int
+    replication_factor: int
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ("cluster", "include_internal")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INTERNAL_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    include_internal: bool
+    def __init__(self, cluster: _Optional[str] = ..., include_internal: bool = ...) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[Topic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ...) -> None: ...
+
+class DescribeTopicRequest(_message.Message):
+    __slots__ = ("cluster", "name")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    name: str
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("cluster", "name")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    name: str
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DeleteTopicResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AlterTopicConfigRequest(_message.Message):
+    __slots__ = ("cluster", "name", "config", "remove")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    name: str
+    config: _containers.ScalarMap[str, str]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...

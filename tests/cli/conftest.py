@@ -1,0 +1,67 @@
+"""Fixtures: the real `cloudctl` console script and an in-process runner for its commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cli.client import Env
+from cli.main import cloudctl
+from tests.conftest import REPO, free_port
+from tests.controlplane.harness import kill_everything_under
+
+CLOUDCTL = str(Path(sys.executable).parent / "cloudctl")
+
+
+@dataclass
+class Cloud:
+    """A control plane started by `cloudctl up` in a temporary SLUICE_HOME."""
+
+    home: Path
+    endpoint: str
+
+    @property
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        return {**env, "SLUICE_HOME": str(self.home), "SLUICE_ENDPOINT": self.endpoint}
+
+    def run(
+        self, *args: str, stdin: str = "", timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """The console script, as a user runs it."""
+        return subprocess.run(
+            [CLOUDCTL, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.environ,
+            cwd=REPO,
+            timeout=timeout,
+            check=False,
+        )
+
+    def invoke(self, *args: str, stdin: str | None = None) -> Result:
+        """The same commands in-process (fast)."""
+        return CliRunner().invoke(
+            cloudctl, list(args), obj=Env(self.home, self.endpoint), input=stdin
+        )
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    home = tmp_path_factory.mktemp("cloudctl-home")
+    running = Cloud(home, f"127.0.0.1:{free_port()}")
+    up = running.run("up")
+    assert up.returncode == 0, up.stderr
+    try:
+        yield running
+    finally:
+        running.run("down")
+        kill_everything_under(home)

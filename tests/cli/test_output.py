@@ -1,0 +1,137 @@
+"""Output formatting and error lines, without a control plane."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from click.testing import CliRunner
+
+from cli.client import Env, explain
+from cli.main import cloudctl
+from cli.output import CliError, cluster_json, table
+from proto.sluice.v1 import clusters_pb2 as pb
+
+CLUSTER_KEYS = {
+    "name",
+    "cluster_id",
+    "state",
+    "state_message",
+    "operation",
+    "broker_count",
+    "bootstrap_brokers",
+    "brokers",
+    "config",
+    "created_at",
+    "updated_at",
+}
+BROKER_KEYS = {"id", "host", "port", "address", "state", "pid", "restarts", "data_dir"}
+
+
+def test_cluster_json_is_stable_even_for_empty_values() -> None:
+    cluster = pb.Cluster(
+        name="demo",
+        state=pb.CLUSTER_STATE_ACTIVE,
+        brokers=[pb.Broker(id=0, host="127.0.0.1", port=9092, state=pb.BROKER_STATE_RUNNING)],
+    )
+    out = cluster_json(cluster)
+    assert set(out) == CLUSTER_KEYS
+    assert set(out["brokers"][0]) == BROKER_KEYS
+    assert (out["state"], out["brokers"][0]["state"]) == ("ACTIVE", "RUNNING")
+    assert out["brokers"][0]["address"] == "127.0.0.1:9092"
+    assert out["created_at"] == ""
+
+
+def test_table_aligns_columns() -> None:
+    assert table(["A", "LONGER"], [("xx", 1), ("y", 22)]).splitlines() == [
+        "A   LONGER",
+        "xx  1",
+        "y   22",
+    ]
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "expected"),
+    [
+        (grpc.StatusCode.UNAVAILABLE, "failed to connect", "cannot reach the control plane"),
+        (grpc.StatusCode.UNAVAILABLE, "broker 0 at x did not answer", "broker 0 at x"),
+        (grpc.StatusCode.UNAUTHENTICATED, "bad token", "refused the API token"),
+        (grpc.StatusCode.NOT_FOUND, "cluster 'x' not found", "cloudctl list-clusters"),
+        (grpc.StatusCode.NOT_FOUND, "topic 't' not found in cluster 'x'", "cloudctl list-topics"),
+        (grpc.StatusCode.ALREADY_EXISTS, "cluster 'x' already exists", "choose another name"),
+        (grpc.StatusCode.INVALID_ARGUMENT, "unknown broker config 'k'", "'k'"),
+        (grpc.StatusCode.INTERNAL, "boom", "controlplane.log"),
+    ],
+)
+def test_every_status_becomes_one_line_with_a_hint(
+    code: grpc.StatusCode, details: str, expected: str
+) -> None:
+    error = explain(FakeRpcError(code, details), Env(Path("/h")), "127.0.0.1:1")
+    line = error.line()
+    assert line.startswith("cloudctl: error: ")
+    assert "\n" not in line
+    assert expected in line
+
+
+def test_cli_error_line() -> None:
+    assert CliError("it broke", "do this").line() == "cloudctl: error: it broke (do this)"
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = Env(tmp_path)
+    for args in (["frobnicate"], ["create-cluster"], ["create-cluster", "x", "--brokers", "many"]):
+        result = runner.invoke(cloudctl, args, obj=env)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1
+        assert lines[0].startswith("cloudctl: error: ")
+        assert "--help" in lines[0]
+
+
+def test_without_a_control_plane(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cloudctl, ["list-clusters"], obj=Env(tmp_path))
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.strip() == (
+        f"cloudctl: error: the control plane is not running for SLUICE_HOME={tmp_path} "
+        "(start it with `cloudctl up`, or set SLUICE_ENDPOINT)"
+    )
+    status = CliRunner().invoke(cloudctl, ["status"], obj=Env(tmp_path))
+    assert status.exit_code == 0
+    assert "not running" in status.stdout
+
+
+def test_help_lists_the_contract_commands() -> None:
+    result = CliRunner().invoke(cloudctl, ["--help"], obj=Env(Path("/nonexistent")))
+    assert result.exit_code == 0
+    for command in (
+        "up",
+        "down",
+        "status",
+        "create-cluster",
+        "describe-cluster",
+        "list-clusters",
+        "get-bootstrap-brokers",
+        "update-broker-count",
+        "delete-cluster",
+        "create-topic",
+        "list-topics",
+        "describe-topic",
+        "delete-topic",
+        "produce",
+        "consume",
+    ):
+        assert command in result.stdout
