@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo test lint typecheck unit system-deps java-deps kafka bench clean
+.PHONY: venv proto demo demo-broker test lint typecheck unit system-deps java-deps kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -39,6 +39,9 @@ java-deps:
 kafka: java-deps
 
 demo: venv
+	@$(PY) -m controlplane.demo
+
+demo-broker: venv
 	@$(PY) -m dataplane.demo
 
 lint: venv
