@@ -47,7 +47,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 plog = _resolve(ctx, name, topic_id, pdata.index)
                 if pdata.records is None:
                     raise CorruptRecord("produce request has null records")
-                data = bytearray(pdata.records)
+                data = pdata.records
                 result = plog.append(data, validate_batches(data))
                 if fsync and not result.duplicate:
                     pending.append(broker.logs.sync(plog))

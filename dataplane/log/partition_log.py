@@ -54,12 +54,13 @@ from dataplane.log.segment import (
     write_atomically,
 )
 from dataplane.protocol.record_batch import (
+    HEADER,
+    HEADER_SIZE,
     BatchHeader,
     decode_records,
     first_null_key,
     parse_header,
-    patch_offsets,
-    set_log_append_time,
+    patched_header,
 )
 
 log = logging.getLogger(__name__)
@@ -301,8 +302,8 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, data: bytearray, headers: list[BatchHeader]) -> AppendResult:
-        """Append validated batches from a produce request (``data`` is patched in place).
+    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> AppendResult:
+        """Append validated batches from a produce request (``data`` is not modified).
 
         Raises MessageTooLarge, InvalidRecord (null key in a compacted topic),
         OutOfOrderSequence, InvalidProducerEpoch. A batch that repeats an already-written
@@ -345,14 +346,18 @@ class PartitionLog:
         self._maybe_roll(len(data), count, newest, now_ms)
         offset = self.log_end_offset
         patched: list[BatchHeader] = []
+        pieces: list[bytes | bytearray | memoryview] = []
+        view = memoryview(data)
         for header in headers:
-            patch_offsets(data, header, offset, self.leader_epoch)
-            if log_append_time >= 0:
-                set_log_append_time(data, header, log_append_time)
-            fixed = parse_header(data, header.position)
+            # Only the 61-byte header is copied and patched; the records are written
+            # from the request buffer as they came (one writev for the whole request).
+            head = patched_header(view, header, offset, self.leader_epoch, log_append_time)
+            fixed = BatchHeader(header.position, *HEADER.unpack_from(head, 0))
             patched.append(fixed)
+            pieces.append(head)
+            pieces.append(view[header.position + HEADER_SIZE : header.position + header.size])
             offset = fixed.next_offset
-        self.active.append(data, patched)
+        self.active.append_pieces(pieces, len(data), patched)
         for header in patched:
             self.producers.record(header, now_ms)
         self.dirty = True
@@ -379,8 +384,7 @@ class PartitionLog:
 
     def append_internal(self, batch: bytes) -> AppendResult:
         """Append one broker-built batch (internal topics, tests)."""
-        data = bytearray(batch)
-        return self.append(data, [parse_header(data, 0)])
+        return self.append(batch, [parse_header(batch, 0)])
 
     def _maybe_roll(self, incoming: int, count: int, newest_ts: int, now_ms: int) -> None:
         active = self.active

@@ -61,6 +61,7 @@ from dataplane.protocol.record_batch import (
     BatchHeader,
 )
 
+_IOV_MAX = 512  # buffers per writev, well below every system's IOV_MAX
 log = logging.getLogger(__name__)
 
 INDEX_MAGIC = b"SLIX"
@@ -196,6 +197,28 @@ class Segment:
         return len(self._rel)
 
     # ------------------------------------------------------------------ append
+
+    def append_pieces(
+        self,
+        pieces: list[bytes | bytearray | memoryview],
+        size: int,
+        headers: list[BatchHeader],
+    ) -> int:
+        """Append whole batches given as consecutive buffers (``size`` bytes in all) with
+        as few ``writev`` calls as the system allows; returns their start position."""
+        position = self.size
+        written = 0
+        for start in range(0, len(pieces), _IOV_MAX):
+            written += os.writev(self.fd, pieces[start : start + _IOV_MAX])
+        if written != size:  # a short write on a regular file: disk full
+            os.ftruncate(self.fd, position)
+            raise OSError(errno.ENOSPC, "short write to segment (disk full?)")
+        for header in headers:
+            self._index(header, position + header.position)
+        self.size = position + size
+        if self.first_append_ms is None:
+            self.first_append_ms = int(time.time() * 1000)
+        return position
 
     def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> int:
         """Append whole batches with one write; returns the position they start at.

@@ -57,7 +57,7 @@ class RequestFrameHeader:
     correlation_id: int
 
 
-def peek_header(frame: bytes | memoryview) -> RequestFrameHeader:
+def peek_header(frame: bytes | bytearray | memoryview) -> RequestFrameHeader:
     api_key, api_version, correlation_id = FRAME_PREFIX.unpack_from(frame, 0)
     return RequestFrameHeader(api_key, api_version, correlation_id)
 
@@ -78,7 +78,9 @@ def _request_codec(api_key: int, api_version: int) -> tuple[Any, Any, type]:
     return header_reader, body_reader, request_type
 
 
-def decode_request(frame: bytes | memoryview, api_key: int, api_version: int) -> tuple[Any, Any]:
+def decode_request(
+    frame: bytes | bytearray | memoryview, api_key: int, api_version: int
+) -> tuple[Any, Any]:
     """(request header, request body). Raises on malformed input (any exception type).
 
     Bytes after the body are ignored, as Apache Kafka ignores them: librdkafka 2.x sends

@@ -222,6 +222,34 @@ def patch_offsets(buf: bytearray, header: BatchHeader, base_offset: int, leader_
     _I32.pack_into(buf, header.position + 12, leader_epoch)
 
 
+def patched_header(
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    base_offset: int,
+    leader_epoch: int,
+    log_append_time: int = -1,
+) -> bytearray:
+    """A copy of a batch's 61-byte header with the broker's base offset and leader epoch.
+
+    With ``log_append_time`` >= 0 the copy is also stamped with LogAppendTime (attribute
+    bit 3, maxTimestamp) and carries the CRC recomputed over the new header and the
+    unchanged records.
+    """
+    p = header.position
+    head = bytearray(buf[p : p + HEADER_SIZE])
+    _I64.pack_into(head, 0, base_offset)
+    _I32.pack_into(head, 12, leader_epoch)
+    if log_append_time >= 0:
+        struct.pack_into(">h", head, 21, header.attributes | TIMESTAMP_TYPE_BIT)
+        _I64.pack_into(head, 35, log_append_time)
+        crc = crc32c.crc32c(
+            memoryview(buf)[p + HEADER_SIZE : p + header.size],
+            crc32c.crc32c(memoryview(head)[CRC_START:]),
+        )
+        struct.pack_into(">I", head, 17, crc)
+    return head
+
+
 def set_log_append_time(buf: bytearray, header: BatchHeader, timestamp_ms: int) -> None:
     """Stamp a batch with LogAppendTime (attribute bit 3, maxTimestamp) and fix its CRC."""
     p = header.position

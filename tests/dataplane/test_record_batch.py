@@ -32,6 +32,7 @@ from dataplane.protocol.record_batch import (
     iter_headers,
     parse_header,
     patch_offsets,
+    patched_header,
     set_log_append_time,
     validate_batches,
 )
@@ -137,6 +138,21 @@ def test_log_append_time_stamps_every_record() -> None:
     (stamped,) = validate_batches(data)
     assert stamped.log_append_time
     assert [r.timestamp for r in decode_records(data)] == [99_000, 99_000]
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_patched_header_equals_patching_in_place(codec: int) -> None:
+    """The copy-free append path writes the same bytes as patching the batch in place."""
+    original = encode_batch([(b"a", b"1" * 50), (b"b", None)], timestamp_ms=10, codec=codec)
+    (header,) = validate_batches(original)
+    for append_time in (-1, 99_000):
+        in_place = bytearray(original)
+        patch_offsets(in_place, header, 777, 3)
+        if append_time >= 0:
+            set_log_append_time(in_place, header, append_time)
+        head = patched_header(original, header, 777, 3, append_time)
+        assert bytes(head) + original[HEADER_SIZE:] == bytes(in_place)
+        validate_batches(bytes(head) + original[HEADER_SIZE:])
 
 
 def test_batch_rules_are_invalid_record() -> None:
