@@ -23,6 +23,8 @@ from dataplane.errors import (
 )
 from dataplane.handlers.context import RequestContext
 from dataplane.log.partition_log import AppendResult
+from dataplane.protocol.codec import EncodedResponse
+from dataplane.protocol.produce_response import encode_success
 from dataplane.protocol.record_batch import validate_batches
 
 API_KEY = 0
@@ -35,46 +37,68 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     fsync = broker.logs.fsync_on_append and acks != 0
     pending: list[asyncio.Future[None]] = []
-    topics: list[tuple[Any, list[Any]]] = []
+    results: list[tuple[Any, list[tuple[int, AppendResult | BaseException]]]] = []
+    failed = False
     for topic_data in request.topic_data:
         name: str | None = getattr(topic_data, "name", None)
         topic_id = getattr(topic_data, "topic_id", None)
-        partitions: list[Any] = []
+        partitions: list[tuple[int, AppendResult | BaseException]] = []
         for pdata in topic_data.partition_data:
             try:
                 if acks not in (0, 1, -1):
                     raise _invalid_acks(acks)
                 plog = _resolve(ctx, name, topic_id, pdata.index)
-                if pdata.records is None:
-                    raise CorruptRecord("produce request has null records")
                 data = pdata.records
+                if data is None:
+                    raise CorruptRecord("produce request has null records")
                 result = plog.append(data, validate_batches(data))
                 if fsync and not result.duplicate:
                     pending.append(broker.logs.sync(plog))
-                partitions.append(_ok(ctx, pdata.index, result))
+                partitions.append((pdata.index, result))
             except BrokerError as exc:
-                partitions.append(_error(ctx, pdata.index, exc))
+                partitions.append((pdata.index, exc))
+                failed = True
             except OSError as exc:
                 log.error("produce to %s-%d failed: %s", name, pdata.index, exc)
-                partitions.append(_error(ctx, pdata.index, exc))
-        topics.append((topic_data, partitions))
+                partitions.append((pdata.index, exc))
+                failed = True
+        results.append((topic_data, partitions))
     if acks == 0:
         return None
-    response = _response(ctx, topics)
+    response = _response(ctx, results) if failed else _fast_response(ctx, results)
     if not pending:
         return response
-    return _after_fsync(ctx, pending, topics, response)
+    return _after_fsync(ctx, pending, results, response)
+
+
+def _fast_response(
+    ctx: RequestContext, results: list[tuple[Any, list[tuple[int, Any]]]]
+) -> EncodedResponse:
+    body = encode_success(
+        ctx.api_version,
+        [
+            (
+                getattr(t, "name", None),
+                getattr(t, "topic_id", None),
+                [(i, r.base_offset, r.log_append_time, r.log_start_offset) for i, r in parts],
+            )
+            for t, parts in results
+        ],
+    )
+    return EncodedResponse(body, ctx.api_version >= 9)
 
 
 async def _after_fsync(
-    ctx: RequestContext, pending: list[asyncio.Future[None]], topics: list[Any], response: Any
+    ctx: RequestContext,
+    pending: list[asyncio.Future[None]],
+    results: list[tuple[Any, list[tuple[int, Any]]]],
+    response: Any,
 ) -> Any:
     try:
         await asyncio.gather(*pending)
     except OSError as exc:
         log.error("fsync failed, answering KAFKA_STORAGE_ERROR: %s", exc)
-        failed = [(t, [_error(ctx, p.index, exc) for p in partitions]) for t, partitions in topics]
-        return _response(ctx, failed)
+        return _response(ctx, [(t, [(i, exc) for i, _ in parts]) for t, parts in results])
     return response
 
 
@@ -126,7 +150,7 @@ def _error(ctx: RequestContext, index: int, exc: BaseException) -> Any:
     )
 
 
-def _response(ctx: RequestContext, topics: list[tuple[Any, list[Any]]]) -> Any:
+def _response(ctx: RequestContext, results: list[tuple[Any, list[tuple[int, Any]]]]) -> Any:
     return ctx.make(
         "ProduceResponse",
         responses=tuple(
@@ -134,9 +158,12 @@ def _response(ctx: RequestContext, topics: list[tuple[Any, list[Any]]]) -> Any:
                 "TopicProduceResponse",
                 name=getattr(t, "name", None),
                 topic_id=getattr(t, "topic_id", None),
-                partition_responses=tuple(parts),
+                partition_responses=tuple(
+                    _ok(ctx, i, r) if isinstance(r, AppendResult) else _error(ctx, i, r)
+                    for i, r in parts
+                ),
             )
-            for t, parts in topics
+            for t, parts in results
         ),
         throttle_time=ZERO,
     )

@@ -95,6 +95,7 @@ class LogManager:
             partition,
             view,
             max_producer_entries=int(self.config["max.producer.state.entries"]),
+            settings=lambda: self._configs_of(topic),
         )
 
     def get(self, topic: str, partition: int) -> PartitionLog:

@@ -29,7 +29,7 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,11 +96,14 @@ class PartitionLog:
         config: ConfigView,
         *,
         max_producer_entries: int = 5,
+        settings: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
         self.config = config
+        self._settings = settings or (lambda: _SettingsView(config))
+        """All effective topic settings at once (the append path reads several)."""
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
@@ -309,8 +312,8 @@ class PartitionLog:
         OutOfOrderSequence, InvalidProducerEpoch. A batch that repeats an already-written
         idempotent batch is not written again; its original offsets are returned.
         """
-        config = self.config
-        max_message = int(config("max.message.bytes"))
+        config = self._settings()
+        max_message = int(config["max.message.bytes"])
         newest = -1
         count = 0
         for header in headers:
@@ -320,7 +323,7 @@ class PartitionLog:
                 )
             newest = max(newest, header.max_timestamp)
             count += header.last_offset_delta + 1
-        if "compact" in config("cleanup.policy"):
+        if "compact" in config["cleanup.policy"]:
             for header in headers:
                 if first_null_key(data, header) >= 0:
                     raise InvalidRecord(
@@ -339,11 +342,23 @@ class PartitionLog:
                     raise CorruptRecord("a duplicate batch inside a multi-batch request")
         now_ms = int(time.time() * 1000)
         log_append_time = -1
-        if config("message.timestamp.type") == "LogAppendTime":
+        if config["message.timestamp.type"] == "LogAppendTime":
             log_append_time = newest = now_ms
         else:
-            self._check_timestamps(headers, now_ms)
-        self._maybe_roll(len(data), count, newest, now_ms)
+            _check_timestamps(
+                headers,
+                now_ms,
+                int(config["message.timestamp.before.max.ms"]),
+                int(config["message.timestamp.after.max.ms"]),
+            )
+        self._maybe_roll(
+            len(data),
+            count,
+            newest,
+            now_ms,
+            segment_bytes=config["segment.bytes"],
+            segment_ms=config["segment.ms"],
+        )
         offset = self.log_end_offset
         patched: list[BatchHeader] = []
         pieces: list[bytes | bytearray | memoryview] = []
@@ -369,31 +384,27 @@ class PartitionLog:
             self.log_start_offset,
         )
 
-    def _check_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
-        """CreateTime bounds (KIP-937), checked on each batch's first and largest timestamp."""
-        before = int(self.config("message.timestamp.before.max.ms"))
-        after = int(self.config("message.timestamp.after.max.ms"))
-        for header in headers:
-            for timestamp in (header.base_timestamp, header.max_timestamp):
-                if now_ms - timestamp > before or timestamp - now_ms > after:
-                    raise InvalidTimestamp(
-                        f"Timestamp {timestamp} of message with offset {header.base_offset} "
-                        f"is out of range. The timestamp should be within "
-                        f"[{now_ms - before}, {now_ms + after}]"
-                    )
-
     def append_internal(self, batch: bytes) -> AppendResult:
         """Append one broker-built batch (internal topics, tests)."""
         return self.append(batch, [parse_header(batch, 0)])
 
-    def _maybe_roll(self, incoming: int, count: int, newest_ts: int, now_ms: int) -> None:
+    def _maybe_roll(
+        self,
+        incoming: int,
+        count: int,
+        newest_ts: int,
+        now_ms: int,
+        *,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> None:
         active = self.active
         if active.size == 0:
             return
         if (
-            active.size + incoming > int(self.config("segment.bytes"))
+            active.size + incoming > segment_bytes
             or active.next_offset + count - 1 - active.base_offset > MAX_RELATIVE_OFFSET
-            or active.time_to_roll(newest_ts, now_ms, int(self.config("segment.ms")))
+            or active.time_to_roll(newest_ts, now_ms, segment_ms)
         ):
             self.roll()
 
@@ -755,3 +766,31 @@ def _read_int(path: Path, default: int) -> int:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return default
+
+
+def _check_timestamps(headers: list[BatchHeader], now_ms: int, before: int, after: int) -> None:
+    """CreateTime bounds (KIP-937), checked on each batch's first and largest timestamp."""
+    for header in headers:
+        for timestamp in (header.base_timestamp, header.max_timestamp):
+            if now_ms - timestamp > before or timestamp - now_ms > after:
+                raise InvalidTimestamp(
+                    f"Timestamp {timestamp} of message with offset {header.base_offset} "
+                    f"is out of range. The timestamp should be within "
+                    f"[{now_ms - before}, {now_ms + after}]"
+                )
+
+
+class _SettingsView(Mapping[str, Any]):
+    """Settings read key by key through a config view (logs opened without a manager)."""
+
+    def __init__(self, view: ConfigView) -> None:
+        self._view = view
+
+    def __getitem__(self, key: str) -> Any:
+        return self._view(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0

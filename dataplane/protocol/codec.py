@@ -51,6 +51,14 @@ class ChunkBuffer:
 
 
 @dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body a handler encoded itself (the hot Produce answer)."""
+
+    body: bytes
+    flexible_header: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RequestFrameHeader:
     api_key: int
     api_version: int
@@ -109,6 +117,10 @@ def _response_writer(cls: Any) -> Any:
 
 def encode_response(correlation_id: int, response: Any) -> list[bytes]:
     """Frame ``response`` for the wire; returns chunks for ``transport.writelines``."""
+    if isinstance(response, EncodedResponse):
+        tagged = b"\x00" if response.flexible_header else b""
+        size = 4 + len(tagged) + len(response.body)
+        return [SIZE.pack(size) + CORRELATION.pack(correlation_id) + tagged, response.body]
     cls: Any = type(response)
     buffer = ChunkBuffer()
     buffer.write(CORRELATION.pack(correlation_id))
