@@ -129,7 +129,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._big_filled += nbytes
             if self._big_filled == len(big):
                 self._big = None
-                self._handle_frame(big)
+                self._handle_frame(memoryview(big).toreadonly())  # kio reads read-only buffers
             return
         self._end += nbytes
         self._parse()
@@ -161,7 +161,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             pos = end = 0
         self._start, self._end = pos, end
 
-    def _handle_frame(self, frame: bytes | bytearray) -> None:
+    def _handle_frame(self, frame: bytes | memoryview) -> None:
         head = peek_header(frame)
         key, version = head.api_key, head.api_version
         handler = HANDLERS.get(key)
