@@ -580,8 +580,7 @@ class RaftNode:
                     self._log.extend(entries[pos:])
                     break
         commit = min(m.commit, last_new)
-        if commit > self.commit_index:
-            self.commit_index = commit
+        self.commit_index = max(self.commit_index, commit)
         self._send(AppendResponse(self.id, m.src, self.term, True, match_index=last_new))
 
     def _handle_snapshot(self, m: SnapshotRequest) -> None:

@@ -1,0 +1,165 @@
+"""How Raft messages travel between nodes: a Protocol and its TCP implementation.
+
+Raft tolerates lost, duplicated and reordered messages, so the transport is best effort:
+``send`` never blocks and never fails; a message to an unreachable peer is dropped (the
+leader retransmits on its next heartbeat). TCP frames are ``codec`` frames (length-prefixed).
+Each node listens on its own address; it opens one outbound connection per peer and
+receives on the connections peers open to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from dataplane.raft.codec import MAX_FRAME, CodecError, decode, encode
+from dataplane.raft.types import Message
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+
+
+class Transport(Protocol):
+    async def start(self, deliver: Callable[[Message], None]) -> None:
+        """Begin receiving; every message addressed to this node goes to ``deliver``."""
+
+    def send(self, message: Message) -> None:
+        """Queue ``message`` for ``message.dst``; never blocks, may drop."""
+
+    async def close(self) -> None: ...
+
+
+class TcpTransport:
+    """Length-prefixed ``codec`` frames over TCP."""
+
+    def __init__(
+        self,
+        node_id: int,
+        addresses: Mapping[int, Address],
+        *,
+        queue_limit: int = 10_000,
+        connect_timeout: float = 1.0,
+    ) -> None:
+        self.node_id = node_id
+        self.addresses = dict(addresses)
+        self.queue_limit = queue_limit
+        self.connect_timeout = connect_timeout
+        self._deliver: Callable[[Message], None] | None = None
+        self._server: asyncio.Server | None = None
+        self._peers: dict[int, _Peer] = {}
+        self._inbound: set[asyncio.StreamWriter] = set()
+        self.dropped = 0
+
+    async def start(self, deliver: Callable[[Message], None]) -> None:
+        self._deliver = deliver
+        host, port = self.addresses[self.node_id]
+        self._server = await asyncio.start_server(self._serve, host, port)
+
+    def send(self, message: Message) -> None:
+        peer = self._peers.get(message.dst)
+        if peer is None:
+            address = self.addresses.get(message.dst)
+            if address is None:
+                self.dropped += 1
+                return
+            peer = self._peers[message.dst] = _Peer(self, address)
+        peer.push(encode(message))
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for peer in self._peers.values():
+            await peer.close()
+        # Closing a connection ends its reader with EOF (cancelling the handler task
+        # would make asyncio log an error on Python 3.11).
+        for writer in list(self._inbound):
+            writer.close()
+        for _ in range(100):
+            if not self._inbound:
+                break
+            await asyncio.sleep(0.001)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._inbound.add(writer)
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                size = int.from_bytes(head, "big")
+                if size > MAX_FRAME:
+                    log.warning("raft: frame of %d bytes refused, closing", size)
+                    return
+                message = decode(await reader.readexactly(size))
+                if message.dst == self.node_id and self._deliver is not None:
+                    self._deliver(message)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        except CodecError as exc:
+            log.warning("raft: malformed frame (%s), closing the connection", exc)
+        finally:
+            self._inbound.discard(writer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class _Peer:
+    """One outbound connection, reconnected with backoff; frames queue while it is down."""
+
+    def __init__(self, transport: TcpTransport, address: Address) -> None:
+        self.transport = transport
+        self.address = address
+        self.queue: deque[bytes] = deque()
+        self.wakeup = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def push(self, frame: bytes) -> None:
+        if len(self.queue) >= self.transport.queue_limit:
+            self.queue.popleft()
+            self.transport.dropped += 1
+        self.queue.append(frame)
+        self.wakeup.set()
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+    async def _run(self) -> None:
+        backoff = 0.02
+        while True:
+            writer: asyncio.StreamWriter | None = None
+            try:
+                _, connected = await asyncio.wait_for(
+                    asyncio.open_connection(*self.address), self.transport.connect_timeout
+                )
+                writer = connected
+                backoff = 0.02
+                while True:
+                    if not self.queue:
+                        self.wakeup.clear()
+                        await self.wakeup.wait()
+                    if connected.is_closing():
+                        raise ConnectionResetError("connection closed")
+                    frames = b"".join(self.queue)
+                    self.queue.clear()
+                    connected.write(frames)
+                    await connected.drain()
+            except Exception as exc:  # OSError, or RuntimeError from uvloop
+                # The peer is down: what was queued is stale by the time it is back.
+                log.debug("raft: connection to %s lost: %r", self.address, exc)
+                self.transport.dropped += len(self.queue)
+                self.queue.clear()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 0.5)
+            finally:
+                if writer is not None:
+                    writer.close()
+                    with contextlib.suppress(Exception):
+                        await writer.wait_closed()

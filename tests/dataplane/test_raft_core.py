@@ -1,0 +1,278 @@
+"""Unit tests of the sans-I/O Raft core: scripted scenarios on a synchronous network."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dataplane.raft.core import RaftConfig, RaftNode, Role
+from dataplane.raft.errors import NotLeader
+from dataplane.raft.types import (
+    AppendResponse,
+    Entry,
+    EntryKind,
+    HardState,
+    Message,
+    VoteRequest,
+    VoteResponse,
+)
+from tests.dataplane.test_raft_simulation import Durable
+
+CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=2)
+
+
+class Net:
+    """Nodes exchanging messages instantly; links can be cut; crashes keep durable state."""
+
+    def __init__(self, size: int, config: RaftConfig = CONFIG) -> None:
+        self.ids = list(range(1, size + 1))
+        self.config = config
+        self.durable = {i: Durable() for i in self.ids}
+        self.nodes: dict[int, RaftNode] = {}
+        self.down: set[int] = set()
+        self.cut: set[frozenset[int]] = set()
+        self.applied: dict[int, list[bytes]] = {i: [] for i in self.ids}
+        self.sent: list[Message] = []
+        for i in self.ids:
+            self.restart(i)
+
+    def restart(self, i: int) -> None:
+        d = self.durable[i]
+        self.nodes[i] = RaftNode(
+            i,
+            self.ids,
+            rng=random.Random(i),
+            config=self.config,
+            hard_state=d.hard_state,
+            snapshot=d.snapshot,
+            entries=list(d.entries),
+        )
+        self.down.discard(i)
+
+    def crash(self, i: int) -> None:
+        self.down.add(i)
+
+    def isolate(self, i: int) -> None:
+        self.cut |= {frozenset((i, j)) for j in self.ids if j != i}
+
+    def heal(self) -> None:
+        self.cut = set()
+
+    def pump(self) -> None:
+        """Run every node's Readies and deliver messages until the network is quiet."""
+        queue: list[Message] = []
+        while True:
+            for i in self.ids:
+                node = self.nodes[i]
+                while i not in self.down and node.has_ready():
+                    rd = node.ready()
+                    self.durable[i].persist_log(rd)
+                    self.durable[i].persist_hard_state(rd)
+                    queue.extend(rd.messages)
+                    self.applied[i].extend(
+                        e.payload for e in rd.committed if e.kind is EntryKind.DATA
+                    )
+                    node.advance(rd)
+            if not queue:
+                return
+            batch, queue = queue, []
+            for m in batch:
+                self.sent.append(m)
+                if m.dst not in self.down and frozenset((m.src, m.dst)) not in self.cut:
+                    self.nodes[m.dst].step(m)
+
+    def tick(self, i: int, n: int = 1) -> None:
+        for _ in range(n):
+            if i not in self.down:
+                self.nodes[i].tick()
+            self.pump()
+
+    def tick_all(self, n: int = 1) -> None:
+        for _ in range(n):
+            for i in self.ids:
+                if i not in self.down:
+                    self.nodes[i].tick()
+            self.pump()
+
+    def elect(self, i: int) -> None:
+        """Make ``i`` campaign now (its timer runs out) and win."""
+        self.tick(i, 2 * self.config.election_ticks)
+        assert self.nodes[i].role is Role.LEADER, self.nodes[i].role
+
+    def leaders(self) -> list[int]:
+        return [i for i in self.ids if i not in self.down and self.nodes[i].role is Role.LEADER]
+
+
+def test_single_node_commits_at_once() -> None:
+    net = Net(1)
+    net.elect(1)
+    index = net.nodes[1].propose(b"x")
+    net.pump()
+    assert net.nodes[1].commit_index == index
+    assert net.applied[1] == [b"x"]
+
+
+def test_three_nodes_elect_replicate_and_apply() -> None:
+    net = Net(3)
+    net.elect(1)
+    for n in range(5):
+        net.nodes[1].propose(b"v%d" % n)
+    net.pump()
+    net.tick_all(2)  # a heartbeat carries the commit index
+    for i in net.ids:
+        assert net.applied[i] == [b"v%d" % n for n in range(5)]
+    with pytest.raises(NotLeader) as info:
+        net.nodes[2].propose(b"no")
+    assert info.value.leader_id == 1
+
+
+def test_vote_once_per_term_and_only_for_up_to_date_logs() -> None:
+    net = Net(3)
+    node = net.nodes[1]
+    node.step(VoteRequest(2, 1, 5, last_index=0, last_term=0))
+    node.step(VoteRequest(3, 1, 5, last_index=0, last_term=0))
+    rd = node.ready()
+    grants = [(m.dst, m.granted) for m in rd.messages if isinstance(m, VoteResponse)]
+    assert grants == [(2, True), (3, False)]
+    assert rd.hard_state is not None
+    assert (rd.hard_state.term, rd.hard_state.vote) == (5, 2)
+    # a candidate whose log is behind ours gets no vote
+    net2 = Net(3)
+    net2.elect(1)
+    net2.nodes[1].propose(b"x")
+    net2.pump()
+    voter = net2.nodes[2]
+    voter.step(VoteRequest(3, 2, 9, last_index=0, last_term=0, transfer=True))  # no lease
+    replies = [m for m in voter.ready().messages if isinstance(m, VoteResponse)]
+    assert replies
+    assert not replies[0].granted
+
+
+def test_term_and_vote_survive_a_restart() -> None:
+    """The raftos bug: a restart cleared the vote, so a node voted twice in one term."""
+    net = Net(3)
+    net.nodes[1].step(VoteRequest(2, 1, 7, last_index=0, last_term=0))
+    net.pump()
+    net.crash(1)
+    net.restart(1)
+    node = net.nodes[1]
+    assert (node.term, node.vote) == (7, 2)
+    node.step(VoteRequest(3, 1, 7, last_index=0, last_term=0))
+    replies = [m for m in node.ready().messages if isinstance(m, VoteResponse)]
+    assert [(m.dst, m.granted) for m in replies] == [(3, False)]
+
+
+def test_votes_are_sent_only_with_the_hard_state_they_depend_on() -> None:
+    node = Net(3).nodes[1]
+    node.step(VoteRequest(2, 1, 3, last_index=0, last_term=0))
+    rd = node.ready()
+    assert rd.hard_state is not None
+    assert rd.hard_state.vote == 2
+    assert rd.messages  # the driver persists rd.hard_state before sending these
+
+
+def test_pre_vote_does_not_disrupt_a_stable_leader() -> None:
+    net = Net(3)
+    net.elect(1)
+    term = net.nodes[1].term
+    net.isolate(3)
+    net.tick(3, 100)  # alone, node 3 keeps pre-campaigning but never bumps its term
+    assert net.nodes[3].term == term
+    assert net.nodes[3].role is Role.PRE_CANDIDATE
+    net.heal()
+    net.tick_all(5)
+    assert net.leaders() == [1]
+    assert net.nodes[1].term == term
+    assert all(net.nodes[i].term == term for i in net.ids)
+
+
+def test_without_pre_vote_an_isolated_node_disrupts() -> None:
+    """The counterpart: what pre-vote prevents."""
+    net = Net(3, RaftConfig(election_ticks=10, heartbeat_ticks=2, pre_vote=False))
+    net.elect(1)
+    term = net.nodes[1].term
+    net.isolate(3)
+    net.tick(3, 100)
+    assert net.nodes[3].term > term + 1
+
+
+def test_check_quorum_makes_an_isolated_leader_step_down() -> None:
+    net = Net(3)
+    net.elect(1)
+    net.isolate(1)
+    net.tick(1, CONFIG.election_ticks * 2)
+    assert net.nodes[1].role is Role.FOLLOWER
+    with pytest.raises(NotLeader):
+        net.nodes[1].propose(b"x")
+
+
+def test_followers_in_lease_ignore_a_disruptive_candidate() -> None:
+    net = Net(3)
+    net.elect(1)
+    term = net.nodes[1].term
+    follower = net.nodes[2]
+    follower.step(VoteRequest(3, 2, term + 5, follower.last_index, follower.last_term))
+    assert follower.term == term
+    assert not follower.ready().messages
+
+
+def test_leader_transfer() -> None:
+    net = Net(3)
+    net.elect(1)
+    net.nodes[1].propose(b"x")
+    net.pump()
+    net.nodes[1].transfer_leadership(3)
+    net.pump()
+    assert net.leaders() == [3]
+    assert net.nodes[3].term == net.nodes[1].term
+    with pytest.raises(NotLeader):
+        net.nodes[1].propose(b"y")
+    net.nodes[3].propose(b"y")
+    net.pump()
+    net.tick_all(2)
+    assert net.applied[2] == [b"x", b"y"]
+
+
+def test_leader_refuses_proposals_while_transferring() -> None:
+    net = Net(3)
+    net.elect(1)
+    net.isolate(2)
+    net.nodes[1].transfer_leadership(2)
+    with pytest.raises(NotLeader, match="transfer"):
+        net.nodes[1].propose(b"x")
+    net.tick(1, CONFIG.election_ticks)  # the transfer times out
+    net.heal()
+    net.pump()
+    net.nodes[1].propose(b"x")
+
+
+def test_old_term_entries_commit_only_through_a_current_term_entry() -> None:
+    """Raft's figure 8: a leader must not commit an earlier term's entry by counting its
+    replicas; it commits it with the first entry of its own term."""
+    node = RaftNode(
+        1,
+        [1, 2, 3, 4, 5],
+        rng=random.Random(1),
+        config=CONFIG,
+        hard_state=HardState(3, None),
+        entries=[Entry(1, 1, b"a"), Entry(2, 2, b"b")],
+    )
+    for _ in range(2 * CONFIG.election_ticks):
+        node.tick()
+        if node.role is Role.PRE_CANDIDATE:
+            break
+    for voter in (2, 3):
+        node.step(VoteResponse(voter, 1, 4, granted=True, pre_vote=True))
+    assert node.role is Role.CANDIDATE
+    for voter in (2, 3):
+        node.step(VoteResponse(voter, 1, 4, granted=True))
+    assert node.role is Role.LEADER
+    node.advance(node.ready())  # its NOOP (term 4, index 3) is durable
+    assert node.term_at(3) == 4
+    for voter in (2, 3):
+        node.step(AppendResponse(voter, 1, 4, True, match_index=2))
+    assert node.commit_index == 0  # a majority holds index 2, but it is of term 2
+    for voter in (2, 3):
+        node.step(AppendResponse(voter, 1, 4, True, match_index=3))
+    assert node.commit_index == 3
