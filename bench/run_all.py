@@ -13,6 +13,7 @@ that cannot run (tool missing, broker error) is reported with its reason.
 from __future__ import annotations
 
 import argparse
+import re
 import datetime
 import pstats
 import shutil
@@ -616,7 +617,9 @@ def _profile_text(prof: Path, figure: Figure) -> str:
     stats = pstats.Stats(str(prof), stream=buf)
     stats.strip_dirs().sort_stats("tottime").print_stats(35)
     stats.sort_stats("cumulative").print_stats(35)
-    return buf.getvalue()
+    # Keep machine paths (temporary dirs, the interpreter's prefix) out of the recorded text.
+    text = buf.getvalue().replace(str(prof), prof.name).replace(str(REPO) + "/", "")
+    return re.sub(r"\S*/(lib/python3\.\d+/)", r"\1", text)
 
 
 def _top(prof: Path, n: int) -> str:
@@ -628,6 +631,7 @@ def _top(prof: Path, n: int) -> str:
         short = filename.replace(str(REPO) + "/", "")
         if "site-packages/" in short:
             short = short.split("site-packages/", 1)[1]
+        short = re.sub(r"^\S*/(lib/python3\.\d+/)", r"\1", short)
         out.append(f"{tt:8.2f} {tt / total:6.1%} {ncalls:9d}  {short}:{line}({func})")
     return "\n".join(out) + "\n"
 
