@@ -13,9 +13,9 @@ that cannot run (tool missing, broker error) is reported with its reason.
 from __future__ import annotations
 
 import argparse
-import re
 import datetime
 import pstats
+import re
 import shutil
 import signal
 import sys
