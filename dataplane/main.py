@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import logging
 import signal
 import sys
@@ -20,6 +21,7 @@ from dataplane.config import BrokerConfig, read_properties
 from dataplane.errors import InvalidConfig
 
 log = logging.getLogger("sluice.broker")
+MALLOC_THRESHOLD = 256 * 1024 * 1024
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -82,8 +84,26 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     log.info("stopped cleanly")
 
 
+def keep_large_buffers_in_heap() -> None:
+    """Stop glibc from returning every freed buffer over 128 KiB to the kernel.
+
+    Produce and fetch requests move buffers of about a megabyte; with glibc's defaults each
+    is a fresh mmap whose pages fault in on first touch, which measured as more than half of
+    the broker's CPU time for 10 KiB records. 256 MiB thresholds keep them in the heap for
+    reuse. Other C libraries are left alone.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, MALLOC_THRESHOLD)
+    libc.mallopt(m_trim_threshold, MALLOC_THRESHOLD)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    keep_large_buffers_in_heap()
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,

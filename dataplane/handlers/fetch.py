@@ -98,8 +98,10 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
     return wanted
 
 
-def _read_all(wanted: list[_Wanted], max_bytes: int) -> tuple[list[tuple[ErrorCode, bytes]], int]:
-    results: list[tuple[ErrorCode, bytes]] = []
+def _read_all(
+    wanted: list[_Wanted], max_bytes: int
+) -> tuple[list[tuple[ErrorCode, bytes | memoryview]], int]:
+    results: list[tuple[ErrorCode, bytes | memoryview]] = []
     total = 0
     for w in wanted:
         if w.plog is None:
@@ -123,7 +125,7 @@ def _response(
     ctx: RequestContext,
     request: Any,
     wanted: list[_Wanted],
-    results: list[tuple[ErrorCode, bytes]],
+    results: list[tuple[ErrorCode, bytes | memoryview]],
 ) -> Any:
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
     for w, (code, data) in zip(wanted, results, strict=True):

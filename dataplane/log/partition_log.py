@@ -466,7 +466,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ read
 
-    def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes:
+    def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes | memoryview:
         """Whole batches from the one containing ``offset``, up to ``max_bytes``.
 
         At least one batch is returned when any is available, even if larger than
@@ -730,7 +730,7 @@ class PartitionLog:
 
 def _read_from(
     segment: Segment, position: int, first: BatchHeader, max_bytes: int, limit: int
-) -> bytes:
+) -> bytes | memoryview:
     """Whole batches from ``position``: below ``limit``, about ``max_bytes``, at least one."""
     if first.last_offset >= limit:
         return b""
@@ -749,7 +749,8 @@ def _read_from(
     return _cut(data, hint - position if hint > position else 0)
 
 
-def _cut(data: bytes, start: int) -> bytes:
+def _cut(data: bytes, start: int) -> bytes | memoryview:
+    """``data`` up to its last whole batch (a view: a megabyte is not copied to drop a tail)."""
     end = start
     size = len(data)
     while end + 12 <= size:
@@ -758,7 +759,7 @@ def _cut(data: bytes, start: int) -> bytes:
         if end + step > size:
             break
         end += step
-    return data if end == size else data[:end]
+    return data if end == size else memoryview(data)[:end]
 
 
 def _read_int(path: Path, default: int) -> int:
