@@ -1,0 +1,117 @@
+"""Error mapping: botocore failures become ObjectNotFound / ObjectStoreUnavailable / Error."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+from tiered.embedded_s3 import EmbeddedS3, free_port
+from tiered.errors import (
+    ObjectNotFound,
+    ObjectStoreError,
+    ObjectStoreUnavailable,
+    map_error,
+)
+from tiered.object_store import S3ObjectStore
+
+from .conftest import settings_for
+
+
+def client_error(code: str, status: int) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        "GetObject",
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (client_error("NoSuchKey", 404), ObjectNotFound),
+        (client_error("404", 404), ObjectNotFound),
+        (client_error("NoSuchBucket", 404), ObjectNotFound),
+        (client_error("SlowDown", 503), ObjectStoreUnavailable),
+        (client_error("InternalError", 500), ObjectStoreUnavailable),
+        (client_error("Whatever", 502), ObjectStoreUnavailable),
+        (client_error("AccessDenied", 403), ObjectStoreError),
+        (client_error("InvalidRange", 416), ObjectStoreError),
+        (EndpointConnectionError(endpoint_url="http://x"), ObjectStoreUnavailable),
+        (ReadTimeoutError(endpoint_url="http://x"), ObjectStoreUnavailable),
+        (RuntimeError("boom"), ObjectStoreError),
+    ],
+)
+def test_map_error(exc: Exception, kind: type[ObjectStoreError]) -> None:
+    mapped = map_error(exc, op="get", key="k")
+    assert type(mapped) is kind
+    assert mapped.retriable == (kind is ObjectStoreUnavailable)
+    assert (mapped.op, mapped.key) == ("get", "k")
+
+
+def test_unknown_key_and_bucket(store: S3ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound):
+        store.get("no/such/key")
+    with pytest.raises(ObjectNotFound):
+        store.head("no/such/key")
+    other = S3ObjectStore(settings_for(store.settings.endpoint or "", "no-such-bucket"))
+    with pytest.raises(ObjectNotFound):
+        other.get("k")
+
+
+def test_stopped_server_is_unavailable_quickly(tmp_path: Path) -> None:
+    server = EmbeddedS3(tmp_path / "data").start()
+    try:
+        store = S3ObjectStore(settings_for(server.endpoint, "bkt"))
+        store.ensure_bucket()
+        store.put("k", b"v")
+    finally:
+        server.kill()
+    for call in (lambda: store.get("k"), lambda: store.put("k2", b"v"), lambda: list(store.list())):
+        started = time.monotonic()
+        with pytest.raises(ObjectStoreUnavailable) as info:
+            call()
+        assert info.value.retriable
+        assert time.monotonic() - started < 3
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP server that accepts and never answers: a hung store."""
+    port = free_port()
+    sock = socket.create_server(("127.0.0.1", port))
+    stop = threading.Event()
+    accepted: list[socket.socket] = []
+
+    def run() -> None:
+        sock.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(sock.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        stop.set()
+        thread.join()
+        for conn in accepted:
+            conn.close()
+        sock.close()
+
+
+def test_read_timeout_is_unavailable(silent_server: int) -> None:
+    store = S3ObjectStore(
+        settings_for(f"http://127.0.0.1:{silent_server}", "b", read_timeout_ms=300, max_attempts=1)
+    )
+    started = time.monotonic()
+    with pytest.raises(ObjectStoreUnavailable):
+        store.get("k")
+    assert time.monotonic() - started < 3
