@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import click
 import grpc
 
-from cli.client import Api, Env, explain
+from cli.client import Api, Env, explain, object_store_of
 from cli.output import (
     CliError,
     cluster_json,
@@ -49,11 +50,13 @@ def parse_settings(items: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
-def show(cluster: pb.Cluster, output: str) -> None:
+def show(cluster: pb.Cluster, output: str, object_stores: dict[str, Any]) -> None:
+    """``object_stores``: by cluster name, as the control plane sent them with the reply."""
+    store = object_stores.get(cluster.name)
     if output == "json":
-        emit_json(cluster_json(cluster))
+        emit_json(cluster_json(cluster, store))
     else:
-        click.echo(cluster_table(cluster))
+        click.echo(cluster_table(cluster, store))
 
 
 def wait_for(
@@ -63,13 +66,17 @@ def wait_for(
     timeout: float,
     *,
     gone_is_done: bool = False,
+    object_stores: dict[str, Any] | None = None,
 ) -> pb.Cluster | None:
-    """Poll until ``done(cluster)``; print state changes to stderr; FAILED is an error."""
+    """Poll until ``done(cluster)``; print state changes to stderr; FAILED is an error.
+
+    ``object_stores`` is updated with the object store sent with the last reply.
+    """
     started = time.monotonic()
     last = None
     while True:
         try:
-            cluster = api.clusters.GetCluster(
+            cluster, call = api.clusters.GetCluster.with_call(
                 pb.GetClusterRequest(name=name), metadata=api.metadata, timeout=10
             )
         except grpc.RpcError as exc:
@@ -85,6 +92,8 @@ def wait_for(
             progress(f"[{time.monotonic() - started:5.1f}s] {name}: {line}")
             last = line
         if done(cluster):
+            if object_stores is not None:
+                object_stores.update(object_store_of(call))
             return cluster
         if cluster.state == pb.CLUSTER_STATE_FAILED:
             raise CliError(
@@ -132,10 +141,10 @@ def create_cluster(
     request = pb.CreateClusterRequest(name=name, config=config)
     if broker_count is not None:
         request.broker_count = broker_count
-    cluster = api.call(api.clusters.CreateCluster, request)
+    cluster, stores = api.call_with_object_store(api.clusters.CreateCluster, request)
     if wait:
-        cluster = wait_for(api, name, idle, timeout)
-    show(cluster, output)
+        cluster = wait_for(api, name, idle, timeout, object_stores=stores)
+    show(cluster, output, stores)
 
 
 @click.command("describe-cluster")
@@ -145,7 +154,10 @@ def create_cluster(
 def describe_cluster(env: Env, *, name: str, output: str) -> None:
     """State, brokers, bootstrap servers and config of a cluster."""
     api = Api(env)
-    show(api.call(api.clusters.GetCluster, pb.GetClusterRequest(name=name)), output)
+    cluster, stores = api.call_with_object_store(
+        api.clusters.GetCluster, pb.GetClusterRequest(name=name)
+    )
+    show(cluster, output, stores)
 
 
 @click.command("list-clusters")
@@ -154,9 +166,9 @@ def describe_cluster(env: Env, *, name: str, output: str) -> None:
 def list_clusters(env: Env, *, output: str) -> None:
     """Every cluster with its state."""
     api = Api(env)
-    reply = api.call(api.clusters.ListClusters, pb.ListClustersRequest())
+    reply, stores = api.call_with_object_store(api.clusters.ListClusters, pb.ListClustersRequest())
     if output == "json":
-        emit_json({"clusters": [cluster_json(c) for c in reply.clusters]})
+        emit_json({"clusters": [cluster_json(c, stores.get(c.name)) for c in reply.clusters]})
     else:
         click.echo(clusters_table(reply.clusters))
 
@@ -183,13 +195,13 @@ def update_broker_count(
 ) -> None:
     """Add brokers to a cluster (removing brokers is not possible yet)."""
     api = Api(env)
-    cluster = api.call(
+    cluster, stores = api.call_with_object_store(
         api.clusters.UpdateBrokerCount,
         pb.UpdateBrokerCountRequest(name=name, broker_count=broker_count),
     )
     if wait:
-        cluster = wait_for(api, name, idle, timeout)
-    show(cluster, output)
+        cluster = wait_for(api, name, idle, timeout, object_stores=stores)
+    show(cluster, output, stores)
 
 
 @click.command("update-cluster-config")
@@ -218,15 +230,15 @@ def update_cluster_config(
     if not settings and not remove:
         raise click.UsageError("give --set KEY=VALUE or --remove KEY")
     api = Api(env)
-    cluster = api.call(
+    cluster, stores = api.call_with_object_store(
         api.clusters.UpdateClusterConfig,
         pb.UpdateClusterConfigRequest(
             name=name, config=parse_settings(settings, "--set"), remove=list(remove)
         ),
     )
     if wait:
-        cluster = wait_for(api, name, idle, timeout)
-    show(cluster, output)
+        cluster = wait_for(api, name, idle, timeout, object_stores=stores)
+    show(cluster, output, stores)
 
 
 @click.command("delete-cluster")

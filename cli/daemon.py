@@ -2,12 +2,15 @@
 
 ``up`` starts ``python -m controlplane.main`` in its own session with its output in
 ``$SLUICE_HOME/logs/controlplane.log``, waits until gRPC health says SERVING, and is idempotent.
-The control plane writes ``$SLUICE_HOME/controlplane.pid`` and ``$SLUICE_HOME/endpoint``.
+The control plane writes ``$SLUICE_HOME/controlplane.pid`` and ``$SLUICE_HOME/endpoint``, and
+(without ``--s3-endpoint``) starts the embedded S3 server on ``$SLUICE_HOME/s3``, which ``down``
+stops with it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import secrets
 import signal
@@ -16,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import click
@@ -68,6 +72,24 @@ def daemon_pid(home: Path) -> int | None:
     if "controlplane.main" not in args or str(home) not in args:
         return None
     return pid
+
+
+def embedded_s3_pids(home: Path) -> list[int]:
+    """The embedded S3 server(s) on ``$SLUICE_HOME/s3`` (orphans when no daemon runs)."""
+    data_dir = str(home / "s3").encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"tiered.embedded_s3" not in args:
+            continue
+        if any(a == b"--data-dir" and b == data_dir for a, b in itertools.pairwise(args)):
+            found.append(int(entry.name))
+    return found
 
 
 def broker_pids(home: Path) -> list[int]:
@@ -137,7 +159,13 @@ def _log_tail(path: Path, lines: int = 1) -> str:
 
 @click.command()
 @home_option
-@click.option("--s3-endpoint", help="S3-compatible object store for tiered storage (issue 5).")
+@click.option(
+    "--s3-endpoint",
+    metavar="URL",
+    help="S3-compatible endpoint for the clusters' remote tier (MinIO, Ceph, AWS), with "
+    "credentials from the AWS_* environment; nothing else is started. Default: the control "
+    "plane runs the embedded S3 server, data in $SLUICE_HOME/s3.",
+)
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for start-up.")
 @click.pass_context
 def up(ctx: click.Context, home: str | None, s3_endpoint: str | None, timeout: float) -> None:
@@ -202,6 +230,10 @@ def up(ctx: click.Context, home: str | None, s3_endpoint: str | None, timeout: f
             )
         time.sleep(0.05)
     click.echo(f"control plane running at {recorded} (pid {proc.pid}, home {env.home})")
+    if s3_endpoint is None:
+        progress(f"object store: embedded S3, data in {env.home / 's3'} (`cloudctl status` tells)")
+    else:
+        progress(f"object store: {s3_endpoint}")
     progress(f"logs: {log_path}")
     progress("next: cloudctl create-cluster NAME --wait")
 
@@ -240,16 +272,21 @@ def down(ctx: click.Context, home: str | None, timeout: float) -> None:
     pid = daemon_pid(env.home)
     if pid is None:
         orphans = broker_pids(env.home)
-        if orphans:
-            _stop_pids(orphans, timeout / 2)
-            click.echo(f"control plane was not running; stopped {len(orphans)} broker process(es)")
+        s3_pids = embedded_s3_pids(env.home)
+        if orphans or s3_pids:
+            _stop_pids(orphans + s3_pids, timeout / 2)
+            what = f"{len(orphans)} broker process(es)" + (
+                " and the embedded S3 server" if s3_pids else ""
+            )
+            click.echo(f"control plane was not running; stopped {what}")
         else:
             click.echo(f"control plane is not running (home {env.home})")
         return
     brokers = len(broker_pids(env.home))
-    progress(f"stopping the control plane (pid {pid}) and {brokers} broker(s)")
+    s3 = " and the embedded S3 server" if embedded_s3_pids(env.home) else ""
+    progress(f"stopping the control plane (pid {pid}), {brokers} broker(s){s3}")
     killed = _stop_pids([pid], timeout)
-    leftovers = broker_pids(env.home)
+    leftovers = broker_pids(env.home) + embedded_s3_pids(env.home)
     if leftovers:
         _stop_pids(leftovers, 10)
     if killed:
@@ -268,10 +305,13 @@ def status(ctx: click.Context, home: str | None, output: str) -> None:
     env = _env(ctx, home)
     pid = daemon_pid(env.home)
     reply: controlplane_pb2.Status | None = None
+    store: dict[str, Any] = {}
     if pid is not None or env.endpoint_override:
         api = Api(env)
         try:
-            reply = api.call(api.status.GetStatus, controlplane_pb2.GetStatusRequest(), 5)
+            reply, store = api.call_with_object_store(
+                api.status.GetStatus, controlplane_pb2.GetStatusRequest(), 8
+            )
         except CliError:
             if pid is not None:
                 raise
@@ -279,7 +319,7 @@ def status(ctx: click.Context, home: str | None, output: str) -> None:
             api.close()
     if output == "json":
         orphan_count = 0 if reply is not None else len(broker_pids(env.home))
-        emit_json(status_json(str(env.home), pid, reply, orphan_count))
+        emit_json(status_json(str(env.home), pid, reply, orphan_count, store))
         return
     if reply is None:
         click.echo(f"control plane: not running (home {env.home})")
@@ -289,9 +329,13 @@ def status(ctx: click.Context, home: str | None, output: str) -> None:
                 f"brokers:        {len(orphans)} broker process(es) still running "
                 "(`cloudctl up` adopts them, `cloudctl down` stops them)"
             )
+        if embedded_s3_pids(env.home):
+            click.echo(
+                "object store:   the embedded S3 server still runs "
+                "(`cloudctl up` adopts it, `cloudctl down` stops it)"
+            )
         progress("start it with `cloudctl up`")
         return
-    s3 = reply.s3_endpoint or "none"
     click.echo(
         fields(
             [
@@ -301,7 +345,7 @@ def status(ctx: click.Context, home: str | None, output: str) -> None:
                 ("started", rfc3339(reply.started_at)),
                 ("clusters", reply.clusters),
                 ("brokers running", reply.brokers_running),
-                ("s3 endpoint", f"{s3} ({reply.s3_note})"),
+                ("object store", reply.s3_note or reply.s3_endpoint or "none"),
             ]
         )
     )

@@ -91,7 +91,15 @@ def broker_state(broker: clusters_pb2.Broker) -> str:
     return clusters_pb2.BrokerState.Name(broker.state).removeprefix("BROKER_STATE_")
 
 
-def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
+def object_store_json(store: Mapping[str, Any] | None) -> dict[str, str]:
+    """A cluster's object store: endpoint and bucket ("" when the control plane did not say)."""
+    store = store or {}
+    return {"endpoint": str(store.get("endpoint", "")), "bucket": str(store.get("bucket", ""))}
+
+
+def cluster_json(
+    cluster: clusters_pb2.Cluster, object_store: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "name": cluster.name,
         "cluster_id": cluster.cluster_id,
@@ -114,6 +122,7 @@ def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
             for b in cluster.brokers
         ],
         "config": dict(sorted(cluster.config.items())),
+        "object_store": object_store_json(object_store),
         "created_at": rfc3339(cluster.created_at),
         "updated_at": rfc3339(cluster.updated_at),
     }
@@ -123,7 +132,16 @@ def running(cluster: clusters_pb2.Cluster) -> int:
     return sum(1 for b in cluster.brokers if b.state == clusters_pb2.BROKER_STATE_RUNNING)
 
 
-def cluster_table(cluster: clusters_pb2.Cluster) -> str:
+def object_store_text(store: Mapping[str, Any] | None) -> str:
+    found = object_store_json(store)
+    if not found["bucket"]:
+        return "(none)"
+    return f"bucket {found['bucket']} at {found['endpoint'] or 'AWS S3'}"
+
+
+def cluster_table(
+    cluster: clusters_pb2.Cluster, object_store: Mapping[str, Any] | None = None
+) -> str:
     state = cluster_state(cluster)
     if cluster.state_message:
         state += f" ({cluster.state_message})"
@@ -135,6 +153,7 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
             ("brokers", f"{running(cluster)}/{cluster.broker_count} running"),
             ("bootstrap", cluster.bootstrap_brokers),
             ("config", config_text(cluster.config)),
+            ("object store", object_store_text(object_store)),
             ("created", rfc3339(cluster.created_at)),
         ]
     )
@@ -227,8 +246,26 @@ def topics_table(topics: Sequence[topics_pb2.Topic]) -> str:
 # ---------------------------------------------------------------------- status
 
 
+def status_object_store_json(store: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The control plane's object store, as `cloudctl status -o json` shows it."""
+    store = store or {}
+    return {
+        "kind": str(store.get("kind", "")),
+        "endpoint": str(store.get("endpoint", "")),
+        "data_dir": str(store.get("data_dir", "")),
+        "pid": int(store.get("pid", 0) or 0),
+        "restarts": int(store.get("restarts", 0) or 0),
+        "answering": bool(store.get("answering", False)),
+        "detail": str(store.get("detail", "")),
+    }
+
+
 def status_json(
-    home: str, running_pid: int | None, status: controlplane_pb2.Status | None, orphans: int = 0
+    home: str,
+    running_pid: int | None,
+    status: controlplane_pb2.Status | None,
+    orphans: int = 0,
+    object_store: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``orphans``: broker processes found running while the control plane is not."""
     return {
@@ -242,6 +279,7 @@ def status_json(
         "brokers_running": status.brokers_running if status is not None else orphans,
         "s3_endpoint": status.s3_endpoint if status is not None else "",
         "s3_note": status.s3_note if status is not None else "",
+        "object_store": status_object_store_json(object_store),
     }
 
 

@@ -51,6 +51,16 @@ class Settings:
     """Consecutive failed probes after which a running but unresponsive broker is restarted."""
     kafka_request_timeout_ms: int = 15_000
     """Timeout of one Kafka admin request sent by the Topics API."""
+    s3_start_timeout_ms: int = 30_000
+    """Time the embedded S3 server gets to open its port (it reloads its data first)."""
+    s3_restart_backoff_max_ms: int = 10_000
+    """Longest wait between restarts of an embedded S3 server that keeps crashing."""
+    s3_health_interval_ms: int = 5_000
+    """How often the embedded S3 server is probed (a HEAD request)."""
+    s3_health_failures: int = 3
+    """Consecutive failed probes after which an unresponsive embedded S3 server is restarted."""
+    s3_request_timeout_ms: int = 5_000
+    """Read timeout of the control plane's own S3 requests (bucket create/delete, probes)."""
 
     @classmethod
     def keys(cls) -> list[str]:

@@ -20,7 +20,9 @@ from controlplane.config import (
     validate_cluster_name,
     validate_config_keys,
 )
-from controlplane.reconciler import ClusterManager, free_port
+from controlplane.objectstore import bucket_name
+from controlplane.process import free_port
+from controlplane.reconciler import ClusterManager
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 
 
@@ -48,7 +50,7 @@ class ClusterFrontend:
         return self.store.brokers(name)
 
     def _new_brokers(self, cluster: ClusterRecord, ids: Sequence[int]) -> list[BrokerRecord]:
-        used = self.store.used_ports()
+        used = self.store.used_ports() | self.manager.reserved_ports()
         out = []
         cluster_dir = self.manager.cluster_dir(cluster)
         log_dir = self.manager.cluster_log_dir(cluster)
@@ -79,14 +81,19 @@ class ClusterFrontend:
             raise errors.ClusterAlreadyExists(
                 f"cluster {name!r} already exists (state {existing.state})"
             )
+        cluster_id = new_cluster_id()
+        objects = self.manager.object_store
         cluster = ClusterRecord(
             name=name,
-            cluster_id=new_cluster_id(),
+            cluster_id=cluster_id,
             state=store.CREATING,
             broker_count=count,
             config=checked,
             operation=store.OP_CREATE,
             state_message=f"starting {count} broker(s)",
+            # the reconciler creates the bucket; brokers get the settings once they take them
+            s3_endpoint=objects.endpoint if objects is not None else "",
+            s3_bucket=bucket_name(name, cluster_id) if objects is not None else "",
         )
         self.store.insert_cluster(cluster, self._new_brokers(cluster, range(count)))
         self.manager.notify(name)

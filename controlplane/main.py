@@ -4,8 +4,10 @@
                                 [--set key=value ...]
 
 Logs to stderr (``cloudctl up`` sends them to ``$SLUICE_HOME/logs/controlplane.log``).
-SIGTERM or SIGINT stop every broker of every cluster, then the server. A ``kill -9`` leaves the
-brokers running; the next start re-adopts them.
+Without ``--s3-endpoint`` it runs the embedded S3 server (``python -m tiered.embedded_s3``, data in
+``HOME/s3``) for the clusters' buckets. SIGTERM or SIGINT stop every broker of every cluster, the
+embedded S3 server, then the server. A ``kill -9`` leaves brokers and the S3 server running; the
+next start re-adopts them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--home", required=True, help="state directory ($SLUICE_HOME)")
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the gRPC API")
-    parser.add_argument("--s3-endpoint", help="object store for tiered storage (issue 5)")
+    parser.add_argument(
+        "--s3-endpoint",
+        help="S3-compatible endpoint URL of the remote tier (credentials from the AWS_* "
+        "environment); default: start the embedded S3 server on HOME/s3",
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a control-plane setting"
     )

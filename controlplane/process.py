@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,6 +41,27 @@ def broker_command(data_dir: str, listen: str, settings: dict[str, str]) -> list
     for key, value in settings.items():
         cmd += ["--set", f"{key}={value}"]
     return cmd
+
+
+def free_port(host: str, avoid: set[int]) -> int:
+    """A port the OS says is free now, not in ``avoid`` (ports recorded for other brokers)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in avoid:
+            return port
+    raise RuntimeError("no free port found")
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def read_cmdline(pid: int) -> list[str] | None:
@@ -99,6 +121,9 @@ def scan_brokers(under: Path) -> dict[str, list[int]]:
 class BrokerProcess:
     """A running broker: one we started (``popen``) or one we adopted after a restart."""
 
+    kind = "broker"
+    """What the process is, for log lines."""
+
     def __init__(self, pid: int, data_dir: str, popen: subprocess.Popen[bytes] | None = None):
         self.pid = pid
         self.data_dir = data_dir
@@ -127,6 +152,10 @@ class BrokerProcess:
     def alive(self) -> bool:
         if self.popen is not None:
             return self.popen.poll() is None
+        return self.identifies()
+
+    def identifies(self) -> bool:
+        """Whether ``pid`` still runs this process (pids are reused): an adopted one's check."""
         return runs_broker(self.pid, self.data_dir)
 
     @property
@@ -178,7 +207,7 @@ class BrokerProcess:
         self.unwatch()
         self.signal(signal.SIGTERM)
         if not await self.wait(timeout):
-            log.warning("broker pid %d did not stop in %.0fs; killing it", self.pid, timeout)
+            log.warning("%s pid %d did not stop in %.0fs; killing it", self.kind, self.pid, timeout)
             self.signal(signal.SIGKILL)
             await self.wait(5)
         if self.popen is not None:

@@ -27,15 +27,23 @@ import asyncio
 import contextlib
 import logging
 import shutil
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlplane import kafka, store
 from controlplane.config import Settings
-from controlplane.process import BrokerProcess, broker_command, log_tail, runs_broker
+from controlplane.objectstore import ObjectStoreManager, bucket_name
+from controlplane.process import (
+    BrokerProcess,
+    broker_command,
+    free_port,
+    log_tail,
+    port_free,
+    runs_broker,
+)
 from controlplane.store import BrokerRecord, ClusterRecord, Store
+from tiered.errors import ObjectStoreError
 
 log = logging.getLogger("sluice.controlplane.reconciler")
 
@@ -51,27 +59,6 @@ STOPPED = "STOPPED"
 GONE = "gone"
 AGAIN = "again"
 IDLE = "idle"
-
-
-def free_port(host: str, avoid: set[int]) -> int:
-    """A port the OS says is free now, not in ``avoid`` (ports recorded for other brokers)."""
-    for _ in range(100):
-        with socket.socket() as sock:
-            sock.bind((host, 0))
-            port = int(sock.getsockname()[1])
-        if port not in avoid:
-            return port
-    raise RuntimeError("no free port found")
-
-
-def port_free(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 @dataclass
@@ -99,6 +86,11 @@ class ClusterReconciler:
         self._step_task: asyncio.Task[str] | None = None
         self._interrupted = False
         self.task: asyncio.Task[None] | None = None
+        self.bucket_ready = False
+        """The cluster's bucket exists (created or checked since this control plane started)."""
+        self._bucket_task: asyncio.Task[None] | None = None
+        self._bucket_failures = 0
+        self._bucket_next = 0.0
 
     @property
     def store(self) -> Store:
@@ -171,6 +163,7 @@ class ClusterReconciler:
         if cluster.state == store.DELETING:
             await self.delete(cluster)
             return GONE
+        cluster = self._ensure_bucket(cluster)
         records = self.store.brokers(self.name)
         self._sync_runtimes(records)
         runtimes = [self.runtimes[r.broker_id] for r in records]
@@ -250,6 +243,83 @@ class ClusterReconciler:
         if keep != record.pid:
             self.store.update_broker(self.name, record.broker_id, pid=keep)
         log.info("cluster %s: adopted broker %d (pid %d)", self.name, record.broker_id, keep)
+
+    # ------------------------------------------------------------------ object store
+
+    def _ensure_bucket(self, cluster: ClusterRecord) -> ClusterRecord:
+        """Create the cluster's bucket in the background, retried with backoff until it is.
+
+        Brokers do not wait for it: the remote tier copes with a store that is down (uploads
+        retry, local data is kept). Clusters recorded before buckets existed get one here.
+        """
+        objects = self.manager.object_store
+        if objects is None or self.bucket_ready:
+            return cluster
+        if not cluster.s3_bucket:
+            cluster = self.store.update_cluster(
+                self.name,
+                s3_endpoint=objects.endpoint,
+                s3_bucket=bucket_name(cluster.name, cluster.cluster_id),
+            )
+        busy = self._bucket_task is not None and not self._bucket_task.done()
+        if not busy and time.monotonic() >= self._bucket_next:
+            self._bucket_task = asyncio.create_task(
+                self._create_bucket(objects, cluster.s3_endpoint, cluster.s3_bucket),
+                name=f"bucket-{self.name}",
+            )
+        return cluster
+
+    async def _create_bucket(self, objects: ObjectStoreManager, endpoint: str, bucket: str) -> None:
+        try:
+            await objects.ensure_bucket(endpoint, bucket)
+        except ObjectStoreError as exc:
+            self._bucket_failures += 1
+            backoff = min(0.2 * 2 ** (self._bucket_failures - 1), 10.0)
+            self._bucket_next = time.monotonic() + backoff
+            log.log(
+                logging.WARNING if self._bucket_failures > 3 else logging.INFO,
+                "cluster %s: bucket %s at %s not created yet (%s); retrying in %.1fs",
+                self.name,
+                bucket,
+                endpoint,
+                exc,
+                backoff,
+            )
+            return
+        self.bucket_ready = True
+        log.info("cluster %s: bucket %s ready at %s", self.name, bucket, endpoint)
+
+    def cancel_background(self) -> None:
+        """Stop waiting for a bucket being created (shutdown; the request ends on its own)."""
+        if self._bucket_task is not None:
+            self._bucket_task.cancel()
+
+    async def _delete_bucket(self, cluster: ClusterRecord) -> None:
+        """Best effort: the cluster goes away even when its object store does not answer."""
+        objects = self.manager.object_store
+        if objects is None or not cluster.s3_bucket:
+            return
+        if self._bucket_task is not None:  # a create in flight must not outlive the delete
+            await asyncio.wait([self._bucket_task])
+        self.set_state(cluster, store.DELETING, f"deleting bucket {cluster.s3_bucket}")
+        try:
+            deleted = await objects.delete_bucket(cluster.s3_endpoint, cluster.s3_bucket)
+        except ObjectStoreError as exc:
+            log.warning(
+                "cluster %s: bucket %s at %s not deleted (%s); delete it by hand",
+                self.name,
+                cluster.s3_bucket,
+                cluster.s3_endpoint,
+                exc,
+            )
+            return
+        log.info(
+            "cluster %s: deleted bucket %s at %s (%d objects)",
+            self.name,
+            cluster.s3_bucket,
+            cluster.s3_endpoint,
+            deleted,
+        )
 
     # ------------------------------------------------------------------ starting
 
@@ -462,6 +532,7 @@ class ClusterReconciler:
         log_dir = self.manager.cluster_log_dir(cluster)
         await asyncio.to_thread(shutil.rmtree, cluster_dir, True)
         await asyncio.to_thread(shutil.rmtree, log_dir, True)
+        await self._delete_bucket(self.store.get_cluster(self.name) or cluster)
         self.store.delete_cluster(self.name)
         log.info("cluster %s: deleted", self.name)
 
@@ -469,10 +540,18 @@ class ClusterReconciler:
 class ClusterManager:
     """Owns the reconcilers; the servicers' handle on the backend."""
 
-    def __init__(self, store_: Store, settings: Settings, home: Path) -> None:
+    def __init__(
+        self,
+        store_: Store,
+        settings: Settings,
+        home: Path,
+        object_store: ObjectStoreManager | None = None,
+    ) -> None:
         self.store = store_
         self.settings = settings
         self.home = home
+        self.object_store = object_store
+        """The remote tier's object store (None: clusters get no bucket)."""
         self.reconcilers: dict[str, ClusterReconciler] = {}
         self.orphans: dict[str, list[int]] = {}
         """Broker processes found at start-up, by data directory, not yet adopted."""
@@ -514,6 +593,10 @@ class ClusterManager:
         if self.reconcilers.get(reconciler.name) is reconciler:
             del self.reconcilers[reconciler.name]
 
+    def reserved_ports(self) -> set[int]:
+        """Ports that are not for brokers (the embedded S3 server's)."""
+        return set() if self.object_store is None else self.object_store.reserved_ports()
+
     def runtime(self, cluster: str, broker_id: int) -> BrokerRuntime | None:
         reconciler = self.reconcilers.get(cluster)
         return None if reconciler is None else reconciler.runtimes.get(broker_id)
@@ -537,6 +620,8 @@ class ClusterManager:
                 with contextlib.suppress(asyncio.CancelledError):
                     await reconciler.task
         await asyncio.gather(*(r.stop_all() for r in reconcilers))
+        for reconciler in reconcilers:
+            reconciler.cancel_background()
         for reconciler in reconcilers:
             for broker_id in reconciler.runtimes:
                 with contextlib.suppress(Exception):

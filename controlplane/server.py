@@ -1,4 +1,9 @@
-"""The control-plane process: gRPC server (+ health, reflection, auth) over the backend."""
+"""The control-plane process: gRPC server (+ health, reflection, auth) over the backend.
+
+Start: the state store, the object store (the embedded S3 server adopted or started in the
+background, or an external endpoint), the gRPC server, then the clusters' reconcilers. Stop
+(SIGTERM, ``cloudctl down``): brokers, then the embedded S3 server, then the server.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from controlplane.api.topics import TopicsService
 from controlplane.auth import BearerTokenInterceptor, ensure_token
 from controlplane.config import Settings
 from controlplane.frontend import ClusterFrontend
+from controlplane.objectstore import ObjectStoreManager
 from controlplane.reconciler import ClusterManager
 from controlplane.store import Store
 from controlplane.topics import TopicOps
@@ -71,6 +77,7 @@ class ControlPlane:
         self.health = health.aio.HealthServicer()
         self.store: Store | None = None
         self.manager: ClusterManager | None = None
+        self.object_store: ObjectStoreManager | None = None
 
     def _lock(self) -> None:
         fd = os.open(self.home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
@@ -92,9 +99,10 @@ class ControlPlane:
         self._lock()
         token = ensure_token(self.home)
         self.store = Store(self.home / STATE_DB)
-        if self.s3_endpoint is not None:
-            self.store.set_setting("s3.endpoint", self.s3_endpoint)
-        self.manager = ClusterManager(self.store, self.settings, self.home)
+        self.object_store = ObjectStoreManager(
+            self.home, self.store, self.settings, self.s3_endpoint
+        )
+        self.manager = ClusterManager(self.store, self.settings, self.home, self.object_store)
         frontend = ClusterFrontend(self.store, self.manager, self.settings)
         topic_ops = TopicOps(self.store, self.settings.kafka_request_timeout_ms / 1000)
 
@@ -118,6 +126,8 @@ class ControlPlane:
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
+        # before any request: clusters are recorded with the object store's endpoint
+        await self.object_store.start()  # the embedded server starts in the background
         await server.start()
         self.server = server
         await self.manager.start()
@@ -134,6 +144,8 @@ class ControlPlane:
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if self.manager is not None:
             await self.manager.shutdown()
+        if self.object_store is not None:
+            await self.object_store.stop()
         if self.server is not None:
             await self.server.stop(grace=2)
         if self.store is not None:

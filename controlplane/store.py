@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
@@ -32,7 +32,9 @@ CREATE TABLE IF NOT EXISTS clusters (
     config         TEXT NOT NULL DEFAULT '{}',
     config_version INTEGER NOT NULL DEFAULT 1,
     created_at     REAL NOT NULL,
-    updated_at     REAL NOT NULL
+    updated_at     REAL NOT NULL,
+    s3_endpoint    TEXT NOT NULL DEFAULT '',
+    s3_bucket      TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS brokers (
     cluster        TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
@@ -51,6 +53,12 @@ CREATE TABLE IF NOT EXISTS settings (
     value TEXT NOT NULL
 );
 """
+
+# Columns added after version 1: (table, column, definition). Added on open when missing.
+ADDED_COLUMNS = (
+    ("clusters", "s3_endpoint", "TEXT NOT NULL DEFAULT ''"),
+    ("clusters", "s3_bucket", "TEXT NOT NULL DEFAULT ''"),
+)
 
 # Cluster states (as MSK) and operations.
 CREATING = "CREATING"
@@ -82,6 +90,10 @@ class ClusterRecord:
     operation: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
+    s3_endpoint: str = ""
+    """Object store of the cluster's remote tier (the embedded server's URL, or external)."""
+    s3_bucket: str = ""
+    """The cluster's own bucket there; empty for clusters recorded before version 2."""
 
     @property
     def busy(self) -> bool:
@@ -122,6 +134,10 @@ class Store:
                 f"{path} has schema version {version}; this control plane knows {SCHEMA_VERSION}"
             )
         self.db.executescript(SCHEMA)
+        for table, column, definition in ADDED_COLUMNS:
+            present = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            if column not in present:
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
         self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -144,8 +160,8 @@ class Store:
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO clusters (name, cluster_id, state, state_message, operation,"
-                " broker_count, config, config_version, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " broker_count, config, config_version, created_at, updated_at, s3_endpoint,"
+                " s3_bucket) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cluster.name,
                     cluster.cluster_id,
@@ -157,6 +173,8 @@ class Store:
                     cluster.config_version,
                     now,
                     now,
+                    cluster.s3_endpoint,
+                    cluster.s3_bucket,
                 ),
             )
             self._insert_brokers(db, brokers)
@@ -177,7 +195,8 @@ class Store:
         updated = replace(current, **changes, updated_at=time.time())
         self.db.execute(
             "UPDATE clusters SET state = ?, state_message = ?, operation = ?, broker_count = ?,"
-            " config = ?, config_version = ?, updated_at = ? WHERE name = ?",
+            " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?"
+            " WHERE name = ?",
             (
                 updated.state,
                 updated.state_message,
@@ -186,6 +205,8 @@ class Store:
                 json.dumps(updated.config, sort_keys=True),
                 updated.config_version,
                 updated.updated_at,
+                updated.s3_endpoint,
+                updated.s3_bucket,
                 name,
             ),
         )
@@ -282,6 +303,8 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
         operation=row["operation"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        s3_endpoint=row["s3_endpoint"],
+        s3_bucket=row["s3_bucket"],
     )
 
 

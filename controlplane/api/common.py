@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -19,6 +20,21 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 Handler = Callable[[S, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+
+OBJECT_STORE_METADATA = "sluice-object-store-bin"
+"""Response metadata with the object store as JSON, until the API messages have fields for it.
+
+Stopgap: proto/ (owned elsewhere) has no object-store fields yet. GetStatus sends the store
+(``{"kind", "endpoint", "data_dir", "pid", "restarts", "answering", "detail"}``); every RPC
+that returns clusters sends ``{cluster name: {"endpoint", "bucket"}}``. grpcurl shows it with
+``-v``; `cloudctl` reads it (cli/client.py). Replace by message fields when proto/ has them.
+"""
+
+
+async def send_object_store(context: grpc.aio.ServicerContext, value: object) -> None:
+    """Attach ``value`` as the object-store metadata of this response."""
+    payload = json.dumps(value, sort_keys=True).encode()
+    await context.send_initial_metadata(((OBJECT_STORE_METADATA, payload),))
 
 
 def rpc(method: Handler[S, Req, Resp]) -> Handler[S, Req, Resp]:

@@ -6,13 +6,12 @@ import os
 
 import grpc
 
-from controlplane.api.common import rpc, timestamp
+from controlplane.api.common import rpc, send_object_store, timestamp
 from controlplane.reconciler import ClusterManager
 from proto.sluice.v1 import controlplane_pb2 as pb
 from proto.sluice.v1 import controlplane_pb2_grpc as pb_grpc
 
 VERSION = "0.1.0"
-S3_NOTE = "recorded, not used yet: tiered storage and the embedded S3 server arrive with issue 5"
 
 
 class StatusService(pb_grpc.ControlPlaneServicer):
@@ -26,14 +25,20 @@ class StatusService(pb_grpc.ControlPlaneServicer):
         self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.Status:
         store = self.manager.store
+        objects = self.manager.object_store
+        s3_endpoint = s3_note = ""
+        if objects is not None:
+            probe = await objects.probe()
+            s3_endpoint, s3_note = objects.endpoint, objects.note(probe)
+            await send_object_store(context, objects.describe(probe))
         return pb.Status(
             version=VERSION,
             pid=os.getpid(),
             home=str(self.manager.home),
             endpoint=self.endpoint,
             started_at=timestamp(self.started_at),
-            s3_endpoint=store.get_setting("s3.endpoint"),
-            s3_note=S3_NOTE,
+            s3_endpoint=s3_endpoint,
+            s3_note=s3_note,
             clusters=len(store.list_clusters()),
             brokers_running=self.manager.running_brokers(),
         )

@@ -63,5 +63,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     try:
         yield running
     finally:
-        running.run("down")
-        kill_everything_under(home)
+        down = running.run("down")
+        left = kill_everything_under(home)
+        assert down.returncode == 0, down.stderr
+        assert left == [], f"`cloudctl down` left processes behind: {left}"

@@ -6,6 +6,7 @@ import json
 
 from tests.cli.conftest import Cloud
 from tests.cli.test_output import BROKER_KEYS, CLUSTER_KEYS
+from tests.controlplane.harness import wait_until
 
 
 def one_error_line(stderr: str) -> str:
@@ -13,6 +14,10 @@ def one_error_line(stderr: str) -> str:
     assert len(lines) == 1, stderr
     assert lines[0].startswith("cloudctl: error: ")
     return lines[0]
+
+
+def table_line(text: str, label: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"{label}:"))
 
 
 def test_up_is_idempotent_and_status_says_what_runs(cloud: Cloud) -> None:
@@ -25,12 +30,22 @@ def test_up_is_idempotent_and_status_says_what_runs(cloud: Cloud) -> None:
     assert info["running"] is True
     assert info["endpoint"] == cloud.endpoint
     assert info["home"] == str(cloud.home)
-    assert "issue 5" in info["s3_note"]
+    assert info["object_store"]["kind"] == "embedded"
+    assert info["object_store"]["data_dir"] == str(cloud.home / "s3")
+    assert info["s3_note"].startswith(f"embedded S3 at {info['object_store']['endpoint']}")
     assert (cloud.home / "token").stat().st_mode & 0o777 == 0o600
     assert (cloud.home / "logs" / "controlplane.log").exists()
     table = cloud.run("status")
     assert "running" in table.stdout
     assert cloud.endpoint in table.stdout
+    assert "object store:     embedded S3 at http://127.0.0.1:" in table.stdout
+
+    def s3_answers() -> bool:
+        now = json.loads(cloud.invoke("status", "-o", "json").stdout)["object_store"]
+        return bool(now["answering"]) and now["pid"] > 0
+
+    wait_until(s3_answers, 30, "the embedded S3 server answering")
+    assert table_line(cloud.invoke("status").stdout, "object store").endswith(": answering")
 
 
 def test_cluster_commands(cloud: Cloud) -> None:
@@ -54,9 +69,16 @@ def test_cluster_commands(cloud: Cloud) -> None:
     assert described.exit_code == 0
     assert "ACTIVE" in described.stdout
     assert cluster["bootstrap_brokers"] in described.stdout
+    bucket = cluster["object_store"]["bucket"]
+    assert bucket.startswith("sluice-clidemo-")
+    assert cluster["object_store"]["endpoint"].startswith("http://127.0.0.1:")
+    assert f"object store:  bucket {bucket} at {cluster['object_store']['endpoint']}" in (
+        described.stdout
+    )
 
     listed = json.loads(cloud.invoke("list-clusters", "-o", "json").stdout)
     assert [c["name"] for c in listed["clusters"]] == ["clidemo"]
+    assert listed["clusters"][0]["object_store"] == cluster["object_store"]
     assert "clidemo" in cloud.invoke("list-clusters").stdout
 
     duplicate = cloud.invoke("create-cluster", "clidemo")

@@ -23,6 +23,7 @@ CLUSTER_KEYS = {
     "bootstrap_brokers",
     "brokers",
     "config",
+    "object_store",
     "created_at",
     "updated_at",
 }
@@ -41,6 +42,7 @@ def test_cluster_json_is_stable_even_for_empty_values() -> None:
     assert (out["state"], out["brokers"][0]["state"]) == ("ACTIVE", "RUNNING")
     assert out["brokers"][0]["address"] == "127.0.0.1:9092"
     assert out["created_at"] == ""
+    assert out["object_store"] == {"endpoint": "", "bucket": ""}
 
 
 def test_table_aligns_columns() -> None:

@@ -75,3 +75,18 @@ def test_settings_from_properties() -> None:
         Settings.from_properties({"cluster.max.brokerz": "7"})
     with pytest.raises(InvalidConfig, match="expected an integer"):
         Settings.from_properties({"cluster.max.brokers": "many"})
+
+
+@pytest.mark.parametrize("name", ["demo", "A", "Upper-Case-9", "x" * 64, "a-" * 32])
+def test_bucket_names_are_valid_s3_names(name: str) -> None:
+    import re
+
+    from controlplane.frontend import new_cluster_id
+    from controlplane.objectstore import bucket_name
+
+    first, second = bucket_name(name, new_cluster_id()), bucket_name(name, new_cluster_id())
+    for bucket in (first, second):
+        assert 3 <= len(bucket) <= 63, bucket
+        assert re.fullmatch(r"[a-z0-9][a-z0-9.-]*[a-z0-9]", bucket), bucket
+        assert bucket.startswith("sluice-")
+    assert first != second, "a re-created cluster gets a new bucket"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from controlplane.process import broker_command, data_dir_of, runs_broker, scan_brokers
+from tests.controlplane.harness import wait_until
 
 
 def test_data_dir_of_broker_command_lines() -> None:
@@ -33,7 +34,8 @@ def test_scan_finds_processes_below_a_directory(tmp_path: Path) -> None:
         ]
     )
     try:
-        found = scan_brokers(tmp_path / "clusters")
+        # Popen returns once exec has begun; /proc/<pid>/cmdline is empty until it is done
+        found = wait_until(lambda: scan_brokers(tmp_path / "clusters"), 5, "the stand-in")
         assert found == {data_dir: [proc.pid]}
         assert runs_broker(proc.pid, data_dir)
         assert not runs_broker(proc.pid, data_dir + "x")

@@ -81,3 +81,28 @@ def test_delete_and_settings(tmp_path: Path) -> None:
     db.set_setting("s3.endpoint", "http://127.0.0.1:9000")
     db.set_setting("s3.endpoint", "http://127.0.0.1:9001")
     assert db.get_setting("s3.endpoint") == "http://127.0.0.1:9001"
+
+
+def test_a_version_1_state_db_gains_the_object_store_columns(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE clusters (name TEXT PRIMARY KEY, cluster_id TEXT NOT NULL UNIQUE,"
+        " state TEXT NOT NULL, state_message TEXT NOT NULL DEFAULT '',"
+        " operation TEXT NOT NULL DEFAULT '', broker_count INTEGER NOT NULL,"
+        " config TEXT NOT NULL DEFAULT '{}', config_version INTEGER NOT NULL DEFAULT 1,"
+        " created_at REAL NOT NULL, updated_at REAL NOT NULL);"
+        "INSERT INTO clusters (name, cluster_id, state, broker_count, created_at, updated_at)"
+        " VALUES ('old', 'id-old', 'ACTIVE', 1, 0, 0);"
+        "PRAGMA user_version=1;"
+    )
+    old.close()
+    db = Store(path)
+    record = db.get_cluster("old")
+    assert record is not None
+    assert (record.s3_endpoint, record.s3_bucket) == ("", "")
+    db.update_cluster("old", s3_endpoint="http://127.0.0.1:9000", s3_bucket="sluice-old-1")
+    db.close()
+    again = Store(path).get_cluster("old")
+    assert again is not None
+    assert (again.s3_endpoint, again.s3_bucket) == ("http://127.0.0.1:9000", "sluice-old-1")

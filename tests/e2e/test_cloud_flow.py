@@ -133,8 +133,11 @@ def test_cloud_flow(tmp_path: Path) -> None:
         result = json.loads(out)
         assert result["failed"] == 0, result
         assert result["acked"] == result["sent"] > 0
-        brokers = [p for p in processes_under(home) if "--data-dir" in p[1]]
+        ours = processes_under(home)
+        brokers = [p for p in ours if "--data-dir" in p[1] and "tiered.embedded_s3" not in p[1]]
         assert len(brokers) == 3, f"no duplicate brokers: {brokers}"
+        s3 = [p for p in ours if "tiered.embedded_s3" in p[1]]
+        assert len(s3) == 1, f"the embedded S3 server re-adopted, not duplicated: {s3}"
         got = kcat("-C", "-b", bootstrap, "-t", "events", "-e", "-q").split()
         assert len(got) == len(lines) + result["acked"]
 

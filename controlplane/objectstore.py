@@ -1,0 +1,446 @@
+"""The remote tier's object store: the embedded S3 server the control plane runs, or an endpoint.
+
+Embedded (the default): ``python -m tiered.embedded_s3 --data-dir $SLUICE_HOME/s3 --port N`` on
+127.0.0.1 (``tiered.embedded_s3.EmbeddedS3``), supervised like a broker:
+
+- it runs in its own session, so a control plane killed with ``-9`` leaves it serving; the next
+  control plane re-adopts it (``/proc/<pid>/cmdline`` names the data directory and the port)
+  and kills duplicates;
+- its port is recorded (setting ``s3.embedded.port`` in ``state.db``) and reused on the next
+  start when free; when it must move, clusters recorded with the old URL get the new one;
+- an exit is seen at once (pidfd) and the server restarted on the same port and data (crash
+  loops back off up to ``s3.restart.backoff.max.ms``); one that stops answering
+  ``s3.health.failures`` probes in a row is killed and restarted;
+- ``cloudctl down`` stops it (SIGTERM, then SIGKILL).
+
+External (``cloudctl up --s3-endpoint URL``): the URL is used as given and nothing is started.
+Credentials come from boto3's default chain in the control plane's environment
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile...). The embedded server accepts
+any credentials; the control plane signs with fixed ones (``EMBEDDED_CREDENTIALS``).
+
+Every cluster gets its own bucket (:func:`bucket_name`): its reconciler creates it (and retries
+until the store answers); deleting the cluster deletes its objects and the bucket (best effort).
+All S3 calls run in threads with short timeouts, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from controlplane.config import Settings
+from controlplane.process import BrokerProcess, free_port, is_zombie, port_free, read_cmdline
+from controlplane.store import Store
+from tiered.config import ObjectStoreSettings
+from tiered.embedded_s3 import EmbeddedS3
+from tiered.errors import ObjectNotFound, ObjectStoreError, ObjectStoreUnavailable, map_error
+from tiered.object_store import S3ObjectStore
+
+log = logging.getLogger("sluice.controlplane.objectstore")
+
+EMBEDDED_HOST = "127.0.0.1"
+EMBEDDED_MODULE = "tiered.embedded_s3"
+EMBEDDED_CREDENTIALS = ("sluice", "sluice-embedded")
+"""Access key id and secret the control plane signs with for the embedded server (any work)."""
+PORT_SETTING = "s3.embedded.port"
+ENDPOINT_SETTING = "s3.endpoint"
+MODE_SETTING = "s3.mode"
+PROBE_KEY = "sluice-probe"
+PROBE_CONNECT_TIMEOUT_MS = 1_000
+PROBE_READ_TIMEOUT_MS = 2_000
+DELETE_WAIT_S = 5.0
+"""How long DeleteCluster waits for an embedded server that is restarting (then gives up)."""
+
+
+def bucket_name(cluster: str, cluster_id: str) -> str:
+    """``sluice-<name>-<8 hex of the id>``: a valid S3 name (3-63 chars, lower case), unique."""
+    short = hashlib.sha256(cluster_id.encode()).hexdigest()[:8]
+    return f"sluice-{cluster.lower()[:47]}-{short}"
+
+
+def _arg(cmdline: list[str], name: str) -> str | None:
+    for i, arg in enumerate(cmdline[:-1]):
+        if arg == name:
+            return cmdline[i + 1]
+    return None
+
+
+def _runs_embedded_s3(cmdline: list[str] | None, data_dir: Path) -> bool:
+    return (
+        cmdline is not None
+        and EMBEDDED_MODULE in cmdline
+        and _arg(cmdline, "--data-dir") == str(data_dir)
+    )
+
+
+def embedded_s3_pids(data_dir: Path) -> list[int]:
+    """Live embedded S3 servers on ``data_dir`` (found through ``/proc``)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if _runs_embedded_s3(read_cmdline(pid), data_dir) and not is_zombie(pid):
+            found.append(pid)
+    return sorted(found)
+
+
+class EmbeddedS3Process(BrokerProcess):
+    """The embedded S3 server's process: started by us, or adopted after a restart."""
+
+    kind = "embedded S3"
+
+    def identifies(self) -> bool:
+        return _runs_embedded_s3(read_cmdline(self.pid), Path(self.data_dir)) and not is_zombie(
+            self.pid
+        )
+
+    @property
+    def port(self) -> int | None:
+        cmdline = read_cmdline(self.pid) or []
+        text = _arg(cmdline, "--port")
+        return int(text) if text and text.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether the object store answered a request, and what went wrong if not."""
+
+    answering: bool
+    detail: str = ""
+
+
+class ObjectStoreManager:
+    """The control plane's object store: runs the embedded server or names an external one."""
+
+    def __init__(
+        self, home: Path, store: Store, settings: Settings, external: str | None = None
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.external = external
+        self.data_dir = home / "s3"
+        self.log_path = home / "logs" / "embedded-s3.log"
+        self.port = 0
+        self.proc: EmbeddedS3Process | None = None
+        self.restarts = 0
+        """Restarts of the embedded server after it exited or hung (since this start)."""
+        self.last_error = ""
+        self.started_in = 0.0
+        """Seconds the last start of the embedded server took until its port answered."""
+        self._wake: asyncio.Event | None = None
+        self._running = asyncio.Event()
+        """Set while the embedded server's process runs (started or adopted)."""
+        self._task: asyncio.Task[None] | None = None
+        self._starting: EmbeddedS3 | None = None
+        self._start_future: asyncio.Future[EmbeddedS3] | None = None
+        self._failures = 0
+        self._next_attempt = 0.0
+        self._health_failures = 0
+        self._last_probe = 0.0
+        self._probe_stores: dict[str, S3ObjectStore] = {}
+
+    # ------------------------------------------------------------------ what it is
+
+    @property
+    def embedded(self) -> bool:
+        return self.external is None
+
+    @property
+    def kind(self) -> str:
+        return "embedded" if self.embedded else "external"
+
+    @property
+    def endpoint(self) -> str:
+        if self.external is not None:
+            return self.external
+        return f"http://{EMBEDDED_HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None and self.proc.alive() else 0
+
+    def reserved_ports(self) -> set[int]:
+        """Ports brokers must not be given (the embedded server's, even while it restarts)."""
+        return {self.port} if self.embedded and self.port else set()
+
+    def settings_for(
+        self,
+        endpoint: str,
+        bucket: str,
+        *,
+        connect_timeout_ms: int = 2_000,
+        read_timeout_ms: int | None = None,
+        max_attempts: int = 3,
+    ) -> ObjectStoreSettings:
+        """Settings to reach ``bucket`` at ``endpoint`` (static credentials for our server)."""
+        key_id, secret = (None, None)
+        if self.embedded and endpoint == self.endpoint:
+            key_id, secret = EMBEDDED_CREDENTIALS
+        return ObjectStoreSettings(
+            endpoint=endpoint or None,
+            bucket=bucket,
+            access_key_id=key_id,
+            secret_access_key=secret,
+            connect_timeout_ms=connect_timeout_ms,
+            read_timeout_ms=read_timeout_ms or self.settings.s3_request_timeout_ms,
+            max_attempts=max_attempts,
+        )
+
+    def describe(self, probe: Probe) -> dict[str, object]:
+        """What `cloudctl status` shows (JSON-ready; every key always present)."""
+        return {
+            "kind": self.kind,
+            "endpoint": self.endpoint,
+            "data_dir": str(self.data_dir) if self.embedded else "",
+            "pid": self.pid,
+            "restarts": self.restarts,
+            "answering": probe.answering,
+            "detail": probe.detail,
+        }
+
+    def note(self, probe: Probe) -> str:
+        """One line: where the object store is and whether it answers."""
+        if self.embedded:
+            pid = f", pid {self.pid}" if self.pid else ""
+            where = f"embedded S3 at {self.endpoint} (data in {self.data_dir}{pid})"
+        else:
+            where = f"external S3 endpoint {self.endpoint}"
+        if probe.answering:
+            return f"{where}: answering" + (f" ({probe.detail})" if probe.detail else "")
+        return f"{where}: not answering ({probe.detail})"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Adopt or start the embedded server (in the background), or record the endpoint."""
+        self._wake = asyncio.Event()
+        found = await asyncio.to_thread(embedded_s3_pids, self.data_dir)
+        self.store.set_setting(MODE_SETTING, self.kind)
+        if not self.embedded:
+            for pid in found:
+                log.warning(
+                    "stopping embedded S3 pid %d: the object store is now %s", pid, self.endpoint
+                )
+                EmbeddedS3Process(pid, str(self.data_dir)).kill()
+            self.store.set_setting(ENDPOINT_SETTING, self.endpoint)
+            log.info("object store: external endpoint %s", self.endpoint)
+            return
+        recorded = int(self.store.get_setting(PORT_SETTING, "0") or 0)
+        procs = [EmbeddedS3Process(pid, str(self.data_dir)) for pid in found]
+        procs.sort(key=lambda p: p.port != recorded)  # the one on the recorded port first
+        if procs:
+            keep, *extra = procs
+            for proc in extra:  # never two servers on one data directory
+                log.warning("stopping duplicate embedded S3 pid %d", proc.pid)
+                proc.kill()
+            self.proc = keep
+            self._running.set()
+            keep.watch(self.wake)
+            self._set_port(keep.port or recorded, recorded)
+            log.info("adopted embedded S3 (pid %d) on %s", keep.pid, self.endpoint)
+        elif recorded and port_free(EMBEDDED_HOST, recorded):
+            self._set_port(recorded, recorded)
+        else:
+            self._set_port(self._free_port(), recorded)
+        self._task = asyncio.create_task(self._supervise(), name="embedded-s3")
+
+    def _free_port(self) -> int:
+        return free_port(EMBEDDED_HOST, self.store.used_ports())
+
+    def _set_port(self, port: int, previous: int) -> None:
+        """Record the server's port; clusters that used the old URL follow it."""
+        self.port = port
+        self.store.set_setting(PORT_SETTING, str(port))
+        self.store.set_setting(ENDPOINT_SETTING, self.endpoint)
+        if previous and previous != port:
+            old = f"http://{EMBEDDED_HOST}:{previous}"
+            for cluster in self.store.list_clusters():
+                if cluster.s3_endpoint == old:
+                    self.store.update_cluster(cluster.name, s3_endpoint=self.endpoint)
+            log.warning(
+                "embedded S3 moved from port %d to %d (the old one is taken)", previous, port
+            )
+
+    def wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop the supervisor and the embedded server (``cloudctl down``)."""
+        starting, future = self._starting, self._start_future
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if starting is not None:  # a start in flight: its thread sees the exit at once
+            if starting.proc is not None and starting.proc.poll() is None:
+                starting.proc.terminate()
+            if future is not None:
+                with contextlib.suppress(Exception):
+                    await future
+            await asyncio.to_thread(starting.stop)
+        if self.proc is not None:
+            pid = self.proc.pid
+            await self.proc.stop(self.settings.broker_stop_timeout_ms / 1000)
+            self.proc = None
+            self._running.clear()
+            log.info("embedded S3 (pid %d) stopped", pid)
+
+    # ------------------------------------------------------------------ supervision
+
+    async def _supervise(self) -> None:
+        interval = self.settings.supervisor_interval_ms / 1000
+        assert self._wake is not None
+        while True:
+            self._wake.clear()
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("embedded S3: supervision step failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+
+    async def _step(self) -> None:
+        proc = self.proc
+        if proc is not None and not proc.alive():
+            code = proc.returncode
+            log.warning(
+                "embedded S3 (pid %d) exited%s; restarting it",
+                proc.pid,
+                "" if code is None else f" with code {code}",
+            )
+            proc.kill()  # reaps a child
+            self.proc = None
+            self._running.clear()
+            self.restarts += 1
+        if self.proc is None:
+            if time.monotonic() >= self._next_attempt:
+                await self._spawn()
+            return
+        interval = self.settings.s3_health_interval_ms / 1000
+        if time.monotonic() - self._last_probe < interval:
+            return
+        probe = await self.probe()
+        self._last_probe = time.monotonic()
+        if probe.answering:
+            self._health_failures = 0
+            return
+        self._health_failures += 1
+        log.warning(
+            "embedded S3 (pid %d) did not answer (%d in a row): %s",
+            self.proc.pid,
+            self._health_failures,
+            probe.detail,
+        )
+        if self._health_failures >= self.settings.s3_health_failures:
+            log.warning("embedded S3 (pid %d) does not answer; restarting it", self.proc.pid)
+            self.proc.kill()  # the next step sees it gone and restarts it
+            self._health_failures = 0
+            self.wake()
+
+    async def _spawn(self) -> None:
+        if not port_free(EMBEDDED_HOST, self.port):
+            self._set_port(self._free_port(), self.port)
+        server = EmbeddedS3(self.data_dir, self.port, EMBEDDED_HOST, self.log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        self._starting = server
+        self._start_future = asyncio.ensure_future(
+            asyncio.to_thread(server.start, self.settings.s3_start_timeout_ms / 1000)
+        )
+        try:
+            await asyncio.shield(self._start_future)
+        except Exception as exc:
+            self._failures += 1
+            backoff = min(
+                0.1 * 2 ** (self._failures - 1), self.settings.s3_restart_backoff_max_ms / 1000
+            )
+            self._next_attempt = time.monotonic() + backoff
+            self.last_error = str(exc)
+            log.warning("embedded S3 did not start: %s; retrying in %.1fs", exc, backoff)
+            return
+        finally:
+            self._starting = None
+        assert server.proc is not None
+        self.proc = EmbeddedS3Process(server.proc.pid, str(self.data_dir), server.proc)
+        self._running.set()
+        self.proc.watch(self.wake)
+        self.started_in = time.monotonic() - started
+        self._failures = 0
+        self._health_failures = 0
+        self._last_probe = time.monotonic()
+        self.last_error = ""
+        log.info(
+            "embedded S3 (pid %d) serving on %s in %.2fs (data in %s, log %s)",
+            self.proc.pid,
+            self.endpoint,
+            self.started_in,
+            self.data_dir,
+            self.log_path,
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def probe(self) -> Probe:
+        """One HEAD request with short timeouts (no retry): does the store answer?"""
+        if self.embedded and self.proc is None:
+            return Probe(False, self.last_error or "starting")
+        store = self._probe_stores.get(self.endpoint)
+        if store is None:
+            store = self._probe_stores[self.endpoint] = S3ObjectStore(
+                self.settings_for(
+                    self.endpoint,
+                    PROBE_KEY,
+                    connect_timeout_ms=PROBE_CONNECT_TIMEOUT_MS,
+                    read_timeout_ms=PROBE_READ_TIMEOUT_MS,
+                    max_attempts=1,
+                )
+            )
+        try:
+            await asyncio.to_thread(store.exists, PROBE_KEY)
+        except ObjectStoreUnavailable as exc:
+            return Probe(False, str(exc))
+        except ObjectStoreError as exc:  # it answered, with an error (access denied...)
+            from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+            unsigned = isinstance(exc.__cause__, NoCredentialsError | PartialCredentialsError)
+            return Probe(not unsigned, str(exc))
+        return Probe(True)
+
+    async def ensure_bucket(self, endpoint: str, bucket: str) -> None:
+        """Create the bucket if needed; raises ``ObjectStoreError`` (retriable or not)."""
+        store = S3ObjectStore(self.settings_for(endpoint, bucket, max_attempts=1))
+        await asyncio.to_thread(store.ensure_bucket)
+
+    async def delete_bucket(self, endpoint: str, bucket: str) -> int:
+        """Delete every object of the bucket, then the bucket; the number of objects deleted."""
+        if self.embedded and endpoint == self.endpoint:  # restarting: give it a moment
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._running.wait(), DELETE_WAIT_S)
+        store = S3ObjectStore(self.settings_for(endpoint, bucket))
+        return await asyncio.to_thread(_empty_and_delete, store)
+
+
+def _empty_and_delete(store: S3ObjectStore) -> int:
+    try:
+        keys = [info.key for info in store.list()]
+    except ObjectNotFound:
+        return 0  # no bucket: nothing to do
+    store.delete_many(keys)
+    try:
+        store.client.delete_bucket(Bucket=store.bucket)
+    except Exception as exc:
+        err = map_error(exc, op="delete_bucket", key=store.bucket)
+        if not isinstance(err, ObjectNotFound):
+            raise err from exc
+    return len(keys)
