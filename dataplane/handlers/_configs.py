@@ -22,17 +22,30 @@ clients and scripts written against Kafka read the same text.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
-from dataplane.errors import InvalidConfig, InvalidRequest, InvalidTopic, UnknownTopicOrPartition
+from dataplane.errors import (
+    BrokerError,
+    InvalidConfig,
+    InvalidRequest,
+    InvalidTopic,
+    UnknownTopicOrPartition,
+    error_code_for,
+    error_message_for,
+)
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker
+
+_ZERO = datetime.timedelta(0)
 
 
 class ResourceType(enum.IntEnum):
@@ -397,3 +410,33 @@ def unsupported_resource(resource_type: int) -> InvalidRequest:
     except ValueError:
         return InvalidRequest(f"Unknown resource type {resource_type}")
     return InvalidRequest(f"Sluice does not support {label} config resources")
+
+
+def alter_each(
+    ctx: Any,
+    request: Any,
+    alter: Callable[[Any, Any], None],
+    response_name: str,
+) -> Any:
+    """The answer of AlterConfigs / IncrementalAlterConfigs: ``alter(ctx, resource)`` for
+    each resource, a per-resource error code, repeated resources refused."""
+    repeated = duplicates((r.resource_type, r.resource_name) for r in request.resources)
+    responses: list[Any] = []
+    for resource in request.resources:
+        exc: BaseException | None = None
+        try:
+            if (resource.resource_type, resource.resource_name) in repeated:
+                raise InvalidRequest("Each resource must appear at most once.")
+            alter(ctx, resource)
+        except (BrokerError, OSError) as error:
+            exc = error
+        responses.append(
+            ctx.make(
+                "AlterConfigsResourceResponse",
+                error_code=ErrorCode.none if exc is None else error_code_for(exc),
+                error_message=None if exc is None else error_message_for(exc),
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return ctx.make(response_name, throttle_time=_ZERO, responses=tuple(responses))

@@ -10,34 +10,24 @@ appear once and each key once per resource; null values are INVALID_REQUEST.
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from dataplane.errors import BrokerError, InvalidRequest, error_code_for, error_message_for
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import ResourceType
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 33
-ZERO = datetime.timedelta(0)
 log = logging.getLogger(__name__)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    repeated = _configs.duplicates((r.resource_type, r.resource_name) for r in request.resources)
-    responses: list[Any] = []
-    for resource in request.resources:
-        try:
-            if (resource.resource_type, resource.resource_name) in repeated:
-                raise InvalidRequest("Each resource must appear at most once.")
-            _alter(ctx, resource, validate_only=request.validate_only)
-            responses.append(_response(ctx, resource, None))
-        except (BrokerError, OSError) as exc:
-            responses.append(_response(ctx, resource, exc))
-    return ctx.make("AlterConfigsResponse", throttle_time=ZERO, responses=tuple(responses))
+    return _configs.alter_each(
+        ctx,
+        request,
+        lambda c, resource: _alter(c, resource, validate_only=request.validate_only),
+        "AlterConfigsResponse",
+    )
 
 
 def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
@@ -57,13 +47,3 @@ def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
         raise _configs.unsupported_resource(kind)
     if not validate_only:
         log.info("configs of %s %r replaced by %s", ResourceType(kind).name, name, replacement)
-
-
-def _response(ctx: RequestContext, resource: Any, exc: BaseException | None) -> Any:
-    return ctx.make(
-        "AlterConfigsResourceResponse",
-        error_code=ErrorCode.none if exc is None else error_code_for(exc),
-        error_message=None if exc is None else error_message_for(exc),
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-    )

@@ -50,13 +50,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dataplane.durable import fsync_dir
 from dataplane.errors import CorruptRecord
 from dataplane.log.segment import (
     MAX_RELATIVE_OFFSET,
     SCAN_CHUNK,
     Segment,
     background_executor,
-    fsync_dir,
     segment_name,
 )
 from dataplane.protocol.record_batch import (
@@ -342,14 +342,14 @@ def _clean_group(
                 headers.append(BatchHeader(len(buf), *HEADER.unpack_from(kept, 0)))
                 buf += kept
                 if len(buf) >= WRITE_CHUNK:
-                    out.append(buf, headers)
+                    out.append_pieces([buf], len(buf), headers)
                     buf, headers = bytearray(), []
         if not changed:
             out.delete()
             result.bytes_after += sum(s.size for s in group)
             return None, latest_horizon
         if buf:
-            out.append(buf, headers)
+            out.append_pieces([buf], len(buf), headers)
         out.next_offset = group[-1].next_offset
         out.closed = True
     except BaseException:

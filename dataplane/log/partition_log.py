@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dataplane.durable import fsync_dir, write_atomically
 from dataplane.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -48,10 +49,8 @@ from dataplane.log.segment import (
     MAX_RELATIVE_OFFSET,
     Segment,
     background_executor,
-    fsync_dir,
     parse_base,
     segment_name,
-    write_atomically,
 )
 from dataplane.protocol.record_batch import (
     HEADER,

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import crc32c
 
+from dataplane.durable import write_atomically
 from dataplane.protocol.record_batch import (
     CRC_START,
     HEADER,
@@ -107,30 +108,6 @@ def parse_base(name: str, suffix: str) -> int | None:
         return None
     stem = name[: -len(suffix)]
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make renames and unlinks in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, content: bytes) -> None:
-    """Write, fsync, rename over ``path`` and fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def _to_disk(values: array[int]) -> bytes:
@@ -216,23 +193,6 @@ class Segment:
         for header in headers:
             self._index(header, position + header.position)
         self.size = position + size
-        if self.first_append_ms is None:
-            self.first_append_ms = int(time.time() * 1000)
-        return position
-
-    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> int:
-        """Append whole batches with one write; returns the position they start at.
-
-        ``headers`` are the batches' headers with positions relative to ``data``.
-        """
-        position = self.size
-        written = os.write(self.fd, data)
-        if written != len(data):  # a short write on a regular file: disk full
-            os.ftruncate(self.fd, position)
-            raise OSError(errno.ENOSPC, "short write to segment (disk full?)")
-        for header in headers:
-            self._index(header, position + header.position)
-        self.size = position + len(data)
         if self.first_append_ms is None:
             self.first_append_ms = int(time.time() * 1000)
         return position

@@ -59,6 +59,7 @@ from pathlib import Path
 
 import crc32c
 
+from dataplane.durable import write_all, write_atomically
 from dataplane.raft.errors import StorageCorrupt
 from dataplane.raft.types import Entry, EntryKind, HardState, Snapshot
 
@@ -83,33 +84,6 @@ def encode_entries(entries: Sequence[Entry]) -> bytes:
         parts.append(struct.pack(">II", len(body), crc32c.crc32c(body)))
         parts.append(body)
     return b"".join(parts)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 class RaftStorage:
@@ -239,7 +213,7 @@ class RaftStorage:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        _replace_atomically(self._path, _LOG_HEADER + encoded)
+        write_atomically(self._path, _LOG_HEADER + encoded)
         self._fd = os.open(self._path, os.O_RDWR)
         self._positions = []
         offset = 0
@@ -290,7 +264,7 @@ class RaftStorage:
                 self._terms.append(e.term)
                 pos += _FRAME.size + len(e.payload)
             os.lseek(self._fd, self._end, os.SEEK_SET)
-            _write_all(self._fd, encoded)
+            write_all(self._fd, encoded)
             self._end = pos
             dirty = True
         if dirty:
@@ -299,7 +273,7 @@ class RaftStorage:
         if hard_state is not None:
             vote = -1 if hard_state.vote is None else hard_state.vote
             body = _STATE.pack(b"SLRH", 1, 0, hard_state.term, vote)
-            _replace_atomically(
+            write_atomically(
                 self.directory / STATE_FILE, body + crc32c.crc32c(body).to_bytes(4, "big")
             )
             self.hard_state = hard_state
@@ -308,9 +282,7 @@ class RaftStorage:
     def _write_snapshot(self, snap: Snapshot) -> None:
         head = _SNAP_HEAD.pack(b"SLRS", 1, 0, snap.index, snap.term, len(snap.data))
         crc = crc32c.crc32c(snap.data, crc32c.crc32c(head))
-        _replace_atomically(
-            self.directory / SNAPSHOT_FILE, head + snap.data + crc.to_bytes(4, "big")
-        )
+        write_atomically(self.directory / SNAPSHOT_FILE, head + snap.data + crc.to_bytes(4, "big"))
         self.snapshot = snap
         self.fsyncs += 1
         # Keep the entries after the snapshot only if they continue it.
