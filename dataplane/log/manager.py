@@ -6,7 +6,7 @@ for the next fsync round, and one round covers every write made before it starte
 (including writes to a segment that rolled since and is not sealed yet).
 
 Effective topic configs are cached per topic and recomputed when the topic's metadata
-entry is replaced (``MetadataStore.set_configs`` replaces it); whoever changes broker-level
+entry is replaced (a TopicConfig record replaces it); whoever changes broker-level
 settings at run time calls :meth:`LogManager.invalidate_configs`.
 """
 
@@ -17,16 +17,18 @@ import errno
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dataplane.config import TOPIC_CONFIGS, BrokerConfig
 from dataplane.errors import UnknownTopicOrPartition
 from dataplane.log.partition_log import PartitionLog
-from dataplane.metadata import MetadataStore, TopicInfo
+from dataplane.metadata import TopicInfo
+
+if TYPE_CHECKING:
+    from dataplane.cluster.image import MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ TopicPartition = tuple[str, int]
 
 
 class LogManager:
-    def __init__(self, config: BrokerConfig, metadata: MetadataStore) -> None:
+    def __init__(self, config: BrokerConfig, metadata: MetadataImage) -> None:
         self.config = config
         self.metadata = metadata
         self.data_dir = Path(config.data_dir)
@@ -72,16 +74,23 @@ class LogManager:
 
     # ------------------------------------------------------------------ partitions
 
-    def open_all(self) -> None:
-        started = time.monotonic()
-        for info in self.metadata.topics.values():
-            self.ensure_partitions(info)
-        log.info("opened %d partition logs in %.2fs", len(self.logs), time.monotonic() - started)
+    def open_partition(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker holds a replica of, opened on first use."""
+        plog = self.logs.get((topic, partition))
+        if plog is None:
+            plog = self.logs[(topic, partition)] = self._open(topic, partition)
+        return plog
 
-    def ensure_partitions(self, info: TopicInfo) -> None:
-        for partition in range(info.partitions):
-            if (info.name, partition) not in self.logs:
-                self.logs[(info.name, partition)] = self._open(info.name, partition)
+    async def remove_partition(self, topic: str, partition: int) -> None:
+        """Close and delete one partition's directory (a replica moved away)."""
+        plog = self.logs.pop((topic, partition), None)
+        if plog is None:
+            return
+        plog.close()
+        self._dirty.discard(plog)
+        target = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}-delete")
+        plog.directory.rename(target)
+        await asyncio.to_thread(_remove_all, [target])
 
     def _open(self, topic: str, partition: int) -> PartitionLog:
         directory = self.data_dir / f"{topic}-{partition}"

@@ -1,8 +1,10 @@
 """The log of one partition: an ordered list of segments, the last one active.
 
 Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset``. The high
-watermark is the end of what consumers may read; on a single broker it equals the log
-end offset (replication moves it separately).
+watermark is the end of what consumers may read. With ``auto_high_watermark`` (the
+default: single-replica partitions) it is the log end offset; otherwise replication moves
+it with :meth:`PartitionLog.advance_high_watermark` (leader) and
+:meth:`PartitionLog.set_high_watermark` (follower), and only truncation lowers it.
 
 Files in the partition directory (``DATA_DIR/TOPIC-PARTITION``)::
 
@@ -10,6 +12,9 @@ Files in the partition directory (``DATA_DIR/TOPIC-PARTITION``)::
     S.snapshot              producer state at offset S (see producer_state.py)
     log-start-offset        the log start offset when DeleteRecords moved it inside a
                             segment (otherwise it is the first segment's base offset)
+    leader-epoch-checkpoint leader epoch -> start offset (see leader_epochs.py)
+    high-watermark          the high watermark at the last flush / clean shutdown; on
+                            load the high watermark is min(it, log end offset)
     cleaner-offset-checkpoint  first dirty offset and latest tombstone delete horizon
     B.cleaned, B.E.swap     log cleaner output in flight (see cleaner.py)
 
@@ -28,24 +33,34 @@ import contextlib
 import logging
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import crc32c
 
 from dataplane.durable import fsync_dir, write_atomically
 from dataplane.errors import (
     CorruptRecord,
     InvalidRecord,
     InvalidTimestamp,
+    LogCleaningInProgress,
     MessageTooLarge,
+    OffsetMismatch,
     OffsetOutOfRange,
     UnknownTopicOrPartition,
+    UnsupportedCompression,
+    UnsupportedMessageFormat,
 )
 from dataplane.log import retention
+from dataplane.log.leader_epochs import CHECKPOINT_FILE as EPOCH_CHECKPOINT_FILE
+from dataplane.log.leader_epochs import LeaderEpochCache
 from dataplane.log.producer_state import ProducerStateTable
 from dataplane.log.segment import (
+    LOOKUP_CHUNK,
     MAX_RELATIVE_OFFSET,
     Segment,
     background_executor,
@@ -53,8 +68,11 @@ from dataplane.log.segment import (
     segment_name,
 )
 from dataplane.protocol.record_batch import (
+    CODEC_ZSTD,
+    CRC_START,
     HEADER,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     decode_records,
     first_null_key,
@@ -66,6 +84,7 @@ log = logging.getLogger(__name__)
 
 LOG_START_FILE = "log-start-offset"
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+HIGH_WATERMARK_FILE = "high-watermark"
 SNAPSHOT_SUFFIX = ".snapshot"
 KEEP_SNAPSHOTS = 2
 _BATCH_LENGTH = struct.Struct(">i")
@@ -107,6 +126,16 @@ class PartitionLog:
         self._bases: list[int] = []
         self.log_start_offset = 0
         self.leader_epoch = 0
+        """The epoch stamped on batches appended by :meth:`append` (see become_leader)."""
+        self.epochs = LeaderEpochCache(directory / EPOCH_CHECKPOINT_FILE)
+        self.auto_high_watermark = True
+        """True: the high watermark is the log end offset. False: replication moves it."""
+        self._high_watermark = 0
+        self._hw_checkpointed = -1
+        self._hw_lock = threading.Lock()
+        self._snapshot_lock = threading.Lock()
+        self._truncations = 0
+        """Bumped by every truncation: a roll's snapshot taken before one is not written."""
         self.producers = ProducerStateTable(max_producer_entries)
         self._waiters: list[asyncio.Future[None]] = []
         self.dirty = False
@@ -186,6 +215,10 @@ class PartitionLog:
         self.log_start_offset = min(max(segments[0].base_offset, stored_start), self.log_end_offset)
         self._load_producer_state()
         self._load_cleaner_checkpoint()
+        self._load_epoch_cache()
+        self._load_high_watermark()
+        # Appends must not stamp an epoch older than the log already holds.
+        self.leader_epoch = max(self.leader_epoch, self.epochs.latest_epoch)
 
     def _complete_swaps(self) -> None:
         """Finish a log cleaner swap interrupted by a crash (``B.E.swap`` is durable)."""
@@ -227,7 +260,8 @@ class PartitionLog:
         start: int | None = None
         for offset, path in reversed(snapshots):
             if offset > leo:
-                path.unlink()
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
                 continue
             if start is None:
                 try:
@@ -281,6 +315,96 @@ class PartitionLog:
         content = f"{first_dirty} {horizon}\n".encode()
         write_atomically(self.directory / CLEANER_CHECKPOINT_FILE, content)
 
+    def _load_epoch_cache(self) -> None:
+        """The checkpoint, cut to the log; rebuilt from batch headers when it is missing,
+        malformed or lacks the epoch of the last batch (written before this file existed,
+        or a crash between the two writes of a truncation)."""
+        path = self.directory / EPOCH_CHECKPOINT_FILE
+        cache = LeaderEpochCache.load(path)
+        has_data = any(s.size for s in self.segments)
+        if cache is not None and has_data:
+            last = self._last_batch_header()
+            if last is not None and last.leader_epoch > cache.latest_epoch:
+                log.warning("%s: leader-epoch checkpoint lags the log; rebuilding it", self.name)
+                cache = None
+        if cache is None:
+            cache = LeaderEpochCache(path)
+            if has_data:
+                self._rebuild_epochs(cache)
+                cache.flush()
+        else:
+            cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.epochs = cache
+
+    def _last_batch_header(self) -> BatchHeader | None:
+        for segment in reversed(self.segments):
+            if segment.size == 0:
+                continue
+            positions = segment.index_positions()
+            last = None
+            for _, header in segment.iter_batches(positions[-1] if positions else 0):
+                last = header
+            return last
+        return None
+
+    def _rebuild_epochs(self, cache: LeaderEpochCache) -> None:
+        """Epoch start offsets from batch headers, without reading the whole log.
+
+        Epochs never decrease along the log, so the index entries of all segments are
+        bisected: a stretch whose first and last indexed batches share an epoch holds no
+        change; only the stretches between two adjacent entries whose epochs differ (and
+        the tail after the last entry) are walked batch by batch.
+        """
+        probes = [(s, p) for s in self.segments if s.size for p in s.index_positions()]
+        if not probes:
+            return
+        headers: dict[int, BatchHeader] = {}
+
+        def header(i: int) -> BatchHeader:
+            found = headers.get(i)
+            if found is None:
+                segment, position = probes[i]
+                found = segment.header_at(position)
+                assert found is not None
+                headers[i] = found
+            return found
+
+        def see(h: BatchHeader) -> None:
+            if h.leader_epoch > cache.latest_epoch:
+                cache.assign(h.leader_epoch, h.base_offset, flush=False)
+
+        def walk(i: int) -> None:
+            segment, position = probes[i]
+            nxt = probes[i + 1] if i + 1 < len(probes) else None
+            limit = nxt[1] if nxt is not None and nxt[0] is segment else segment.size
+            for pos, h in segment.iter_batches(position, chunk=LOOKUP_CHUNK):
+                if pos >= limit:
+                    break
+                see(h)
+
+        see(header(0))
+        stack = [(0, len(probes) - 1)]
+        while stack:
+            lo, hi = stack.pop()
+            if hi <= lo or header(lo).leader_epoch == header(hi).leader_epoch:
+                continue
+            if hi == lo + 1:
+                walk(lo)
+                see(header(hi))
+                continue
+            mid = (lo + hi) // 2
+            stack.append((mid, hi))  # popped after (lo, mid): changes stay in order
+            stack.append((lo, mid))
+        walk(len(probes) - 1)
+
+    def _load_high_watermark(self) -> None:
+        stored = _read_int(self.directory / HIGH_WATERMARK_FILE, -1)
+        leo = self.log_end_offset
+        hw = leo if stored < 0 else min(stored, leo)
+        self._high_watermark = max(hw, self.log_start_offset)
+        self._hw_checkpointed = stored
+
     # ------------------------------------------------------------------ offsets
 
     @property
@@ -293,7 +417,52 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self.segments[-1].next_offset
+        if self.auto_high_watermark:
+            return self.segments[-1].next_offset
+        return self._high_watermark
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in the epoch cache, -1 if none."""
+        return self.epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers (see LeaderEpochCache)."""
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def become_leader(self, epoch: int) -> None:
+        """Lead at ``epoch``: appends are stamped with it and it starts at the log end."""
+        self.leader_epoch = epoch
+        self.epochs.assign(epoch, self.log_end_offset)
+
+    def _follow_log_end(self) -> None:
+        if self.auto_high_watermark:
+            self._high_watermark = self.log_end_offset
+
+    def advance_high_watermark(self, offset: int) -> int:
+        """Leader: move the high watermark up to ``offset`` (capped at the log end); never
+        down. Wakes long-polling fetches when it moves. Returns the high watermark."""
+        new = min(offset, self.log_end_offset)
+        if new > self._high_watermark:
+            self._high_watermark = new
+            self._wake()
+        return self.high_watermark
+
+    def set_high_watermark(self, offset: int) -> int:
+        """Follower: take the leader's high watermark, capped at this log's end.
+
+        Like :meth:`advance_high_watermark` it only moves up: a follower's high watermark
+        goes down only when its log is truncated below it.
+        """
+        return self.advance_high_watermark(offset)
+
+    def checkpoint_high_watermark(self) -> None:
+        """Write ``high-watermark`` (atomically) if it changed; safe off the loop."""
+        with self._hw_lock:
+            value = self.high_watermark
+            if value != self._hw_checkpointed:
+                write_atomically(self.directory / HIGH_WATERMARK_FILE, b"%d\n" % value)
+                self._hw_checkpointed = value
 
     @property
     def size_bytes(self) -> int:
@@ -359,6 +528,8 @@ class PartitionLog:
             segment_ms=config["segment.ms"],
         )
         offset = self.log_end_offset
+        if self.leader_epoch > self.epochs.latest_epoch:
+            self.epochs.assign(self.leader_epoch, offset)  # durable before the data
         patched: list[BatchHeader] = []
         pieces: list[bytes | bytearray | memoryview] = []
         view = memoryview(data)
@@ -375,12 +546,68 @@ class PartitionLog:
         for header in patched:
             self.producers.record(header, now_ms)
         self.dirty = True
+        self._follow_log_end()
         self._wake()
         return AppendResult(
             patched[0].base_offset,
             patched[-1].last_offset,
             log_append_time,
             self.log_start_offset,
+        )
+
+    def append_replica(self, data: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches fetched from the leader as they are (offsets and epochs assigned).
+
+        Every complete batch is checked (magic, lengths, CRC, codec) before anything is
+        written; a trailing partial batch is ignored. The first batch must start at or
+        after the log end and each batch after the one before it (compaction on the leader
+        leaves gaps), else OffsetMismatch. New epochs go to the epoch cache (before the
+        data), producer state is updated without sequence checks, segments roll by
+        segment.bytes / segment.ms as for :meth:`append`. With nothing complete to append
+        the result has ``last_offset == base_offset - 1``.
+        """
+        if self.closed:
+            raise UnknownTopicOrPartition(f"{self.name} was deleted or is shutting down")
+        view = memoryview(data)
+        leo = self.log_end_offset
+        headers = _replica_batches(view, leo)
+        if not headers:
+            return AppendResult(leo, leo - 1, -1, self.log_start_offset)
+        for header in headers:
+            if header.leader_epoch != self.epochs.latest_epoch:
+                self.epochs.assign(header.leader_epoch, header.base_offset)
+        config = self._settings()
+        segment_bytes = int(config["segment.bytes"])
+        segment_ms = int(config["segment.ms"])
+        now_ms = int(time.time() * 1000)
+        start = 0
+        while start < len(headers):
+            end = start + 1
+            while (
+                end < len(headers)
+                and headers[end].last_offset - self.log_end_offset <= MAX_RELATIVE_OFFSET
+            ):
+                end += 1
+            group = headers[start:end]
+            first, last = group[0], group[-1]
+            size = last.position + last.size - first.position
+            active = self.active
+            if active.size and (
+                active.size + size > segment_bytes
+                or last.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+                or active.time_to_roll(max(h.max_timestamp for h in group), now_ms, segment_ms)
+            ):
+                self.roll()
+            shifted = [replace(h, position=h.position - first.position) for h in group]
+            self.active.append_pieces([view[first.position : first.position + size]], size, shifted)
+            start = end
+        for header in headers:
+            self.producers.record(header, now_ms)
+        self.dirty = True
+        self._follow_log_end()
+        self._wake()
+        return AppendResult(
+            headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset
         )
 
     def append_internal(self, batch: bytes) -> AppendResult:
@@ -424,10 +651,11 @@ class PartitionLog:
         self._bases.append(segment.base_offset)
         self._closing.append(old)
         snapshot = self.producers.snapshot()
+        generation = self._truncations
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._seal(old, segment.base_offset, snapshot)
+            self._seal(old, segment.base_offset, snapshot, generation)
             return segment
         future = loop.run_in_executor(
             background_executor("seal", SEAL_WORKERS),
@@ -435,17 +663,23 @@ class PartitionLog:
             old,
             segment.base_offset,
             snapshot,
+            generation,
         )
         self._seals.add(future)
         future.add_done_callback(self._seals.discard)
         return segment
 
-    def _seal(self, segment: Segment, snapshot_offset: int, snapshot: bytes) -> None:
+    def _seal(
+        self, segment: Segment, snapshot_offset: int, snapshot: bytes, generation: int
+    ) -> None:
         if self.closed:
             return  # closed for deletion or shutdown; close_cleanly seals what it needs
         try:
             segment.seal()
-            self._write_snapshot(snapshot_offset, snapshot)
+            with self._snapshot_lock:
+                # A truncation since the roll may have cut the log below this snapshot.
+                if generation == self._truncations and not self.closed:
+                    self._write_snapshot(snapshot_offset, snapshot)
         except OSError as exc:
             if not self.closed:
                 log.error("%s: sealing segment %d failed: %s", self.name, segment.base_offset, exc)
@@ -554,6 +788,139 @@ class PartitionLog:
                 return record.offset, record.timestamp
         return header.last_offset, header.max_timestamp
 
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding an offset at or after ``offset`` (a follower whose
+        log diverged from the leader's). False (nothing done) when ``offset`` >= the log
+        end; OffsetOutOfRange below the log start offset. A batch holding ``offset`` goes
+        whole, so the log end may end up below ``offset`` if it was not a batch boundary.
+
+        Crash-safe: everything derived from the removed part is cut first (epoch cache,
+        cleaner checkpoint, producer snapshots above ``offset``), then later segments are
+        deleted newest first, the containing segment truncated and fsynced and the
+        directory fsynced. A crash in between leaves a log that loads (a prefix of the
+        old one, perhaps with records at or after ``offset``; its epoch cache is rebuilt
+        from the batches); once this returns nothing at or after ``offset`` comes back.
+        LogCleaningInProgress if the cleaner is rewriting a segment to cut (only possible
+        below the high watermark): retry after the pass.
+        """
+        if self.closed:
+            raise UnknownTopicOrPartition(f"{self.name} was deleted or is shutting down")
+        if offset >= self.log_end_offset:
+            # As Kafka: an epoch this replica began as leader without writing anything
+            # must not outlive the reconciliation with the new leader.
+            self.epochs.truncate_from_end(self.log_end_offset)
+            return False
+        if offset < self.log_start_offset:
+            raise OffsetOutOfRange(
+                f"cannot truncate {self.name} to {offset}, below its log start offset "
+                f"{self.log_start_offset}"
+            )
+        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        keep, doomed = self.segments[index], self.segments[index + 1 :]
+        if keep.cleaning or any(s.cleaning for s in doomed):
+            raise LogCleaningInProgress(
+                f"{self.name}: the log cleaner is rewriting segments at or after {offset}"
+            )
+        old_end = self.log_end_offset
+        self._cut_derived_state(offset)
+        for segment in reversed(doomed):
+            segment.unlink_files()
+        keep.reopen_truncated(offset)
+        fsync_dir(self.directory)
+        self.segments = self.segments[: index + 1]
+        self._rebase()
+        self._closing = [s for s in self._closing if s is not keep and not s.deleted]
+        self._bury(doomed)
+        self.producers = ProducerStateTable(self.producers.max_entries)
+        self._load_producer_state()
+        self._after_truncation()
+        log.info(
+            "%s: truncated from %d to %d (requested %d)",
+            self.name,
+            old_end,
+            self.log_end_offset,
+            offset,
+        )
+        return True
+
+    def truncation_point(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
+        """Where a follower truncates after the leader answered OffsetForLeaderEpoch for
+        this log's ``latest_epoch`` with (``leader_epoch``, ``leader_end_offset``).
+
+        Kafka's rule (KIP-101, KIP-279): returns (offset, done). When this log does not
+        know ``leader_epoch`` itself, the answer is the end of its own largest epoch below
+        it and ``done`` is False: truncate there (:meth:`truncate_to`, also when it is the
+        log end, which drops epochs led without writing) and ask again with the new
+        ``latest_epoch``. An undefined answer (-1) is the caller's business (Kafka then
+        truncates to the high watermark).
+        """
+        leo = self.log_end_offset
+        own_epoch, own_end = self.epochs.end_offset_for(leader_epoch, leo)
+        if own_epoch < 0:
+            return min(leader_end_offset, leo), True
+        if own_epoch != leader_epoch:
+            return min(own_end, leo), False
+        return min(own_end, leader_end_offset, leo), True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete the whole log and restart it, empty, at ``offset`` (a follower whose log
+        ends below the leader's log start). Crash-safe like :meth:`truncate_to`: the log
+        start checkpoint is written first, so a crash part-way leaves an empty readable
+        log; once this returns the log is empty at ``offset``."""
+        if self.closed:
+            raise UnknownTopicOrPartition(f"{self.name} was deleted or is shutting down")
+        if offset < 0:
+            raise OffsetOutOfRange(f"cannot restart {self.name} at {offset}")
+        doomed = list(self.segments)
+        if any(s.cleaning for s in doomed):
+            raise LogCleaningInProgress(f"{self.name}: the log cleaner is rewriting segments")
+        self.log_start_offset = offset
+        self._persist_log_start()
+        self._cut_derived_state(-1)
+        self.epochs.clear()
+        for segment in reversed(doomed):
+            segment.unlink_files()
+        self.segments = [Segment(self.directory, offset, self._index_interval())]
+        fsync_dir(self.directory)
+        self._rebase()
+        self._closing = []
+        self._bury(doomed)
+        self.producers = ProducerStateTable(self.producers.max_entries)
+        self._high_watermark = offset
+        self._after_truncation()
+        log.info("%s: emptied, restarting at offset %d", self.name, offset)
+
+    def _cut_derived_state(self, offset: int) -> None:
+        """Before a truncation at ``offset`` (-1: everything): epoch cache, cleaner
+        checkpoint and producer snapshots forget what is about to go."""
+        if offset >= 0:
+            self.epochs.truncate_from_end(offset)
+        first_dirty = max(offset, self.log_start_offset)
+        if self.cleaner_offset > first_dirty or offset < 0:
+            self.cleaner_offset = first_dirty
+            self.write_cleaner_checkpoint(first_dirty, self.latest_delete_horizon)
+        with self._snapshot_lock:
+            self._truncations += 1  # a seal in flight must not write its older snapshot
+            for at, path in self._snapshots():
+                if offset < 0 or at > offset:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+
+    def _bury(self, doomed: list[Segment]) -> None:
+        deadline = time.monotonic() + self._delete_delay()
+        for segment in doomed:
+            self._graveyard.append((deadline, segment))
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        if self._high_watermark > leo or self.auto_high_watermark:
+            self._high_watermark = leo
+        if self._hw_checkpointed > self.high_watermark:
+            self.checkpoint_high_watermark()
+        self._wake()  # long polls re-read: their offset may be gone
+
     # ------------------------------------------------------------------ deletion
 
     def apply_retention(self, now_ms: int | None = None) -> int:
@@ -597,6 +964,7 @@ class PartitionLog:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._persist_log_start()
+            self.epochs.truncate_from_start(offset)
             self.delete_segments_below_start()
         return self.log_start_offset
 
@@ -629,6 +997,7 @@ class PartitionLog:
         # Moving to a segment boundary needs no checkpoint: on load the log start is at
         # least the first segment's base offset.
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
         deadline = time.monotonic() + self._delete_delay()
         for segment in doomed:
             segment.unlink_files()
@@ -692,9 +1061,11 @@ class PartitionLog:
         return [fd for fd in fds if fd >= 0]
 
     def flush(self) -> None:
+        """fsync what was written, then checkpoint the high watermark."""
         for fd in self.sync_fds():
             os.fsync(fd)
         self.dirty = False
+        self.checkpoint_high_watermark()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -719,7 +1090,9 @@ class PartitionLog:
             if active.fd >= 0:
                 os.fsync(active.fd)
                 active.write_index()
-                self._write_snapshot(self.log_end_offset, self.producers.snapshot())
+                with self._snapshot_lock:
+                    self._write_snapshot(self.log_end_offset, self.producers.snapshot())
+                self.checkpoint_high_watermark()
         finally:
             self.close()
 
@@ -759,6 +1132,48 @@ def _cut(data: bytes, start: int) -> bytes | memoryview:
             break
         end += step
     return data if end == size else memoryview(data)[:end]
+
+
+def _replica_batches(view: memoryview, log_end_offset: int) -> list[BatchHeader]:
+    """Headers of the complete batches of a fetch response's records, all checked.
+
+    The checks of ``record_batch.validate_batches`` that hold for any stored batch (magic,
+    lengths, CRC, codec) -- not the client-only rules: a leader's log holds control
+    batches and the empty batches compaction keeps. Offsets must not go backwards.
+    """
+    headers: list[BatchHeader] = []
+    position = 0
+    end = len(view)
+    expected = log_end_offset
+    while end - position >= HEADER_SIZE:
+        header = parse_header(view, position)
+        if header.magic != 2:
+            raise UnsupportedMessageFormat(
+                f"record batch magic {header.magic} at byte {position} of replicated data"
+            )
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecord(f"record batch length {header.batch_length} at byte {position}")
+        if position + header.size > end:
+            break  # a fetch response may end with a partial batch
+        actual = crc32c.crc32c(view[position + CRC_START : position + header.size])
+        if actual != header.crc:
+            raise CorruptRecord(
+                f"record batch CRC mismatch at offset {header.base_offset}: header says "
+                f"{header.crc:#010x}, data gives {actual:#010x}"
+            )
+        if header.codec > CODEC_ZSTD:
+            raise UnsupportedCompression(f"unknown compression codec {header.codec}")
+        if header.last_offset_delta < 0 or header.record_count < 0:
+            raise CorruptRecord(f"negative offset delta or count at offset {header.base_offset}")
+        if header.base_offset < expected:
+            raise OffsetMismatch(
+                f"replicated batch at offset {header.base_offset} does not follow "
+                f"{expected - 1} (log end offset {log_end_offset})"
+            )
+        headers.append(header)
+        expected = header.next_offset
+        position += header.size
+    return headers
 
 
 def _read_int(path: Path, default: int) -> int:

@@ -340,6 +340,71 @@ class Segment:
             os.ftruncate(self.fd, position)
         return truncated
 
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the file at the batch holding ``offset`` (or the first batch after it), so
+        no batch holding an offset >= ``offset`` remains; returns the bytes removed.
+
+        The in-memory index keeps its entries before the cut; the stretch after the last
+        kept entry (at most ``index.interval.bytes`` and a batch) is re-read to restore
+        the next offset and the timestamps. Not fsynced: the caller does that. The index
+        file, if any, no longer matches and must be dropped or rewritten by the caller.
+        """
+        found = self.position_for(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        keep = bisect.bisect_left(self._pos, position)
+        if keep == 0:
+            self._reset_index()
+            return removed
+        # Re-index from the last kept entry: drop it, restore the state it was taken in.
+        restart = keep - 1
+        start = self._pos[restart]
+        before = self._tsb[restart]
+        del self._rel[restart:]
+        del self._pos[restart:]
+        del self._tsb[restart:]
+        self.max_timestamp = before
+        self.max_timestamp_offset = self._first_with_timestamp(before) if before >= 0 else -1
+        if start == 0:
+            self.first_batch_timestamp = -1
+        self._bytes_since_entry = self.index_interval
+        self.next_offset = self.base_offset
+        for pos, header in self.iter_batches(start, chunk=LOOKUP_CHUNK):
+            if pos >= position:
+                break
+            self._index(header, pos)
+        return removed
+
+    def _first_with_timestamp(self, timestamp: int) -> int:
+        """Base offset of the first batch whose maxTimestamp is ``timestamp`` (the largest
+        timestamp before the last index entry; found between two index entries)."""
+        k = bisect.bisect_left(self._tsb, timestamp)
+        start = self._pos[k - 1] if k > 0 else 0
+        for _, header in self.iter_batches(start, chunk=LOOKUP_CHUNK):
+            if header.max_timestamp == timestamp:
+                return header.base_offset
+        return -1
+
+    def reopen_truncated(self, offset: int) -> int:
+        """Truncate (see :meth:`truncate_to`), fsync, drop the index file and make this the
+        active segment again; waits for a seal in progress. Returns the bytes removed."""
+        with self._seal_lock:
+            removed = self.truncate_to(offset)
+            os.fsync(self.fd)
+            self.drop_index_file()
+            self.closed = self.sealed = False
+        return removed
+
+    def index_positions(self) -> list[int]:
+        """Byte positions of the indexed batches (the first batch is always one)."""
+        return list(self._pos)
+
     # ------------------------------------------------------------------ index file
 
     def index_bytes(self) -> bytes:
@@ -425,8 +490,8 @@ class Segment:
         index just written is removed again.
         """
         with self._seal_lock:
-            if self.sealed or self.deleted:
-                return
+            if self.sealed or self.deleted or not self.closed:
+                return  # not closed: it became active again (truncation) since the roll
             os.fsync(self.fd)
             self.write_index()
             if self.deleted:
