@@ -8,6 +8,7 @@ timeout is drawn from an injected RNG). A driver feeds it events:
 - ``propose(payload)``     an application write (leader only),
 - ``compact(index, data)`` the application took a snapshot at ``index``,
 - ``transfer_leadership(to)``,
+- ``set_learners(ids)``    the learner set changed,
 
 and collects effects with ``ready()``, which hands out, in the order they must happen:
 
@@ -30,6 +31,12 @@ the last election timeout ignores vote requests, unless they come from a leader 
 leader transfer by TimeoutNow (§3.10), a NOOP entry at the start of each term, fast log
 backtracking by conflicting term, pipelined replication with a probe state, and
 retransmission on heartbeats (messages may be lost, reordered or duplicated).
+
+Learners (non-voting members, like etcd's): the leader replicates to them as to any follower
+and they apply the committed log, but they never vote, never campaign and never count
+towards commit, election or check-quorum. The learner set is data (``set_learners``, at any
+time, on any node); the voter set is fixed. A node whose own id is not a voter never
+campaigns, whether or not it knows it is a learner yet.
 """
 
 from __future__ import annotations
@@ -155,12 +162,17 @@ class RaftNode:
         hard_state: HardState | None = None,
         snapshot: Snapshot | None = None,
         entries: Sequence[Entry] = (),
+        learners: Iterable[int] = (),
     ) -> None:
-        """Start from durable state: the hard state, the snapshot and the log after it."""
+        """Start from durable state: the hard state, the snapshot and the log after it.
+
+        ``learners`` are the non-voting members the leader replicates to (ids that are also
+        voters are ignored)."""
         self.id = node_id
         self.voters = frozenset(voters)
         if not self.voters:
             raise ValueError("the voter set is empty")
+        self.learners = frozenset(learners) - self.voters
         self.config = config or RaftConfig()
         self._rng = rng
         hs = hard_state or HardState()
@@ -210,6 +222,15 @@ class RaftNode:
     @property
     def last_term(self) -> int:
         return self._log[-1].term if self._log else self._snap.term
+
+    @property
+    def is_voter(self) -> bool:
+        return self.id in self.voters
+
+    @property
+    def is_learner(self) -> bool:
+        """This node is a known learner (a non-voter not yet told it is one is neither)."""
+        return self.id in self.learners
 
     @property
     def quorum(self) -> int:
@@ -309,8 +330,11 @@ class RaftNode:
                 stable = max(stable, last.index)
         if stable != self._stable:
             self._stable = stable
-            if self.role is Role.LEADER:
-                self._maybe_commit()
+            if self.role is Role.LEADER and self._maybe_commit():
+                # Our own fsync completed the quorum (always so with a lone voter): tell
+                # the followers and learners now rather than at the next heartbeat.
+                for peer in self._progress:
+                    self._send_commit(peer)
 
     def tick(self) -> None:
         if self.role is Role.LEADER:
@@ -348,6 +372,7 @@ class RaftNode:
         self._snap = self._snap_unstable = Snapshot(index, term, data)
 
     def transfer_leadership(self, to: int) -> None:
+        """Hand leadership to the voter ``to`` (ValueError for a learner or a stranger)."""
         if self.role is not Role.LEADER:
             raise NotLeader(self.leader_id)
         if to not in self.voters:
@@ -363,10 +388,31 @@ class RaftNode:
         else:
             self._send_append(to, allow_empty=False)
 
+    def set_learners(self, ids: Iterable[int]) -> None:
+        """Replace the learner set (voters in ``ids`` are ignored). Any node, any time: a
+        leader starts replicating to new learners (probing from its last index down, or
+        sending its snapshot if their log is behind it) and forgets removed ones; other
+        nodes only record the set."""
+        learners = frozenset(ids) - self.voters
+        if learners == self.learners:
+            return
+        self.learners = learners
+        if self.role is not Role.LEADER:
+            return
+        for peer in [p for p in self._progress if p not in self.voters and p not in learners]:
+            del self._progress[peer]
+        for peer in sorted(learners - self._progress.keys()):
+            self._progress[peer] = _Progress(next=self.last_index + 1)
+            self._send_append(peer, allow_empty=True)
+
     # --- timers and roles ---------------------------------------------------------------
 
     def _reset_timer(self) -> None:
         self._election_elapsed = 0
+        if self.voters == {self.id}:
+            # A lone voter needs nobody's vote: no reason to wait for a rival's heartbeat.
+            self._randomized_timeout = 1
+            return
         election = self.config.election_ticks
         self._randomized_timeout = election + self._rng.randrange(election)
 
@@ -376,7 +422,9 @@ class RaftNode:
         if self._election_elapsed >= self.config.election_ticks:
             self._election_elapsed = 0
             if self.config.check_quorum:
-                active = 1 + sum(1 for p in self._progress.values() if p.active)
+                active = 1 + sum(
+                    1 for peer, p in self._progress.items() if p.active and peer in self.voters
+                )
                 for p in self._progress.values():
                     p.active = False
                 if active < self.quorum:
@@ -453,7 +501,8 @@ class RaftNode:
         self._heartbeat_elapsed = 0
         self._election_elapsed = 0
         nxt = self.last_index + 1
-        self._progress = {p: _Progress(next=nxt) for p in sorted(self.voters - {self.id})}
+        peers = sorted((self.voters | self.learners) - {self.id})
+        self._progress = {p: _Progress(next=nxt) for p in peers}
         self._log.append(Entry(self.term, nxt, b"", EntryKind.NOOP))
         self._bcast_pending = True
 
@@ -466,6 +515,8 @@ class RaftNode:
         """Handle a message from another node."""
         if m.dst != self.id or m.src == self.id:
             return
+        if isinstance(m, VoteRequest) and self.id not in self.voters:
+            return  # a learner never votes (voters do not ask it; this is a stray message)
         if m.term > self.term:
             if isinstance(m, VoteRequest):
                 in_lease = (
@@ -538,6 +589,8 @@ class RaftNode:
             self._send(VoteResponse(self.id, m.src, self.term, granted=False, pre_vote=m.pre_vote))
 
     def _handle_vote_response(self, m: VoteResponse) -> None:
+        if m.src not in self.voters:
+            return
         if m.pre_vote:
             if self.role is not Role.PRE_CANDIDATE:
                 return
@@ -603,7 +656,9 @@ class RaftNode:
     # --- leader -------------------------------------------------------------------------
 
     def _maybe_commit(self) -> bool:
-        matches = sorted([self._stable, *(p.match for p in self._progress.values())])
+        """Commit what a quorum of voters holds durably (learners do not count)."""
+        voters = (p.match for peer, p in self._progress.items() if peer in self.voters)
+        matches = sorted([self._stable, *voters])
         candidate = matches[len(matches) - self.quorum]
         if candidate > self.commit_index and self.term_at(candidate) == self.term:
             self.commit_index = candidate

@@ -7,6 +7,12 @@ loop while a Ready is being fsynced; they all land in the next Ready, so the num
 fsyncs per second stays bounded however many proposals come in (group commit).
 
 The application gives a ``StateMachine``; ``propose`` resolves once its entry is applied.
+
+Learners: ``RaftServer(..., learners=...)`` and ``set_learners({id: (host, port)})``, which
+updates the node's learner set and the transport's address book. A learner is started like
+a voter, with the voters' addresses and its own (it never campaigns: its id is not a voter).
+``on_state_change`` is called on the event loop whenever the leader, the term or the role
+changed (after the Ready that changed it).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import contextlib
 import functools
 import logging
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +31,13 @@ from typing import Protocol
 from dataplane.raft.core import RaftConfig, RaftNode, Ready, Role
 from dataplane.raft.errors import CommitUnknown, NotLeader, ProposalDropped, RaftClosed
 from dataplane.raft.storage import RaftStorage
-from dataplane.raft.transport import Transport
+from dataplane.raft.transport import Address, Transport
 from dataplane.raft.types import EntryKind, Message
 
 log = logging.getLogger(__name__)
+
+_Seen = tuple[int | None, int, Role]
+"""What ``on_state_change`` watches: leader id, term, role."""
 
 
 class StateMachine(Protocol):
@@ -83,9 +92,20 @@ class RaftServer:
         *,
         config: ServerConfig | None = None,
         rng: random.Random | None = None,
+        learners: Collection[int] | Mapping[int, Address] = (),
+        on_state_change: Callable[[], None] | None = None,
     ) -> None:
+        """``learners``: ids, or ``{id: (host, port)}`` to also tell the transport where
+        they listen (as ``set_learners`` does). ``on_state_change``: see the module doc."""
         self.node_id = node_id
         self.voters = sorted(voters)
+        self.learners: frozenset[int] = frozenset(learners) - set(self.voters)
+        self._learner_addresses: dict[int, Address] = {}
+        if isinstance(learners, Mapping):
+            self._learner_addresses = {
+                i: a for i, a in learners.items() if i in self.learners and i != node_id
+            }
+        self.on_state_change = on_state_change
         self.directory = Path(directory)
         self.state_machine = state_machine
         self.transport = transport
@@ -98,6 +118,7 @@ class RaftServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._pending: dict[int, tuple[int, asyncio.Future[int]]] = {}
         self._leader_changed = asyncio.Event()
+        self._seen: _Seen = (None, 0, Role.FOLLOWER)
         self._closed: BaseException | None = None
         self.fsync_rounds = 0
 
@@ -115,8 +136,16 @@ class RaftServer:
             hard_state=storage.hard_state,
             snapshot=storage.snapshot,
             entries=storage.entries,
+            learners=self.learners,
         )
         storage.entries = []  # the node holds them now
+        node = self._node
+        self._seen = (node.leader_id, node.term, node.role)
+        if node.voters == {self.node_id}:
+            node.tick()  # a lone voter elects itself at once: propose works after start()
+            self._wake.set()
+        for peer, address in self._learner_addresses.items():
+            self.transport.set_address(peer, address)
         await self.transport.start(self._on_message)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run()), loop.create_task(self._ticker())]
@@ -157,6 +186,31 @@ class RaftServer:
     @property
     def applied_index(self) -> int:
         return self.node.applied_index
+
+    @property
+    def role(self) -> str:
+        """The role as text: leader, follower, pre-candidate, candidate, or learner for a
+        node whose id is not a voter (whether or not it was told it is a learner yet)."""
+        node = self.node
+        return "learner" if not node.is_voter else node.role.value
+
+    def set_learners(self, learners: Mapping[int, Address]) -> None:
+        """Replace the learner set by ``learners`` (id -> Raft listening address). Voters
+        and this node's own id keep their addresses; a removed learner's address is
+        forgotten and its connection dropped. Callable before ``start`` and at any time on
+        the event loop (also from ``StateMachine.apply``) on any node."""
+        voters = set(self.voters)
+        ids = frozenset(learners) - voters
+        addresses = {i: learners[i] for i in ids if i != self.node_id}
+        if self._node is not None:
+            for peer in self._learner_addresses.keys() - addresses.keys():
+                self.transport.set_address(peer, None)
+            for peer, address in addresses.items():
+                self.transport.set_address(peer, address)
+            self._node.set_learners(ids)
+            self._wake.set()
+        self.learners = ids
+        self._learner_addresses = addresses
 
     # --- application API ----------------------------------------------------------------
 
@@ -216,12 +270,26 @@ class RaftServer:
             self.node.tick()
             self._wake.set()
 
+    def _observe(self, node: RaftNode, seen: _Seen) -> _Seen:
+        """Signal a change of leader, term or role; return the new state."""
+        now = (node.leader_id, node.term, node.role)
+        if now == seen:
+            return seen
+        if now[0] != seen[0]:
+            self._leader_changed.set()
+        if self.on_state_change is not None:
+            try:
+                self.on_state_change()
+            except Exception:
+                log.exception("raft: on_state_change failed")
+        return now
+
     async def _run(self) -> None:
         node = self.node
         storage = self._storage
         assert storage is not None
         loop = asyncio.get_running_loop()
-        leader = node.leader_id
+        seen = self._seen
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -248,9 +316,9 @@ class RaftServer:
                 self._apply(rd)
                 node.advance(rd)
                 self._maybe_snapshot(node)
-            if node.leader_id != leader:
-                leader = node.leader_id
-                self._leader_changed.set()
+                seen = self._observe(node, seen)
+            # Stepping down (check-quorum) changes the role without a Ready.
+            seen = self._observe(node, seen)
 
     def _apply(self, rd: Ready) -> None:
         if rd.restore is not None:

@@ -4,7 +4,14 @@ Raft tolerates lost, duplicated and reordered messages, so the transport is best
 ``send`` never blocks and never fails; a message to an unreachable peer is dropped (the
 leader retransmits on its next heartbeat). TCP frames are ``codec`` frames (length-prefixed).
 Each node listens on its own address; it opens one outbound connection per peer and
-receives on the connections peers open to it.
+receives on the connections peers open to it. So a node can send only to peers whose
+listening address it knows: a learner needs the voters' addresses (from configuration, it
+answers the leader over its own connection to it) and its own; the leader learns the
+learners' addresses at run time (``set_address`` / ``set_addresses``, which
+``RaftServer.set_learners`` calls).
+
+``LocalTransport`` is for a lone voter without learners: it listens nowhere and sends
+nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +38,33 @@ class Transport(Protocol):
     def send(self, message: Message) -> None:
         """Queue ``message`` for ``message.dst``; never blocks, may drop."""
 
+    def set_address(self, node_id: int, address: Address | None) -> None:
+        """Where ``node_id`` listens from now on (None: forget it, drop its connection)."""
+
     async def close(self) -> None: ...
+
+
+class LocalTransport:
+    """The transport of a lone voter: no peers, no port. ``send`` drops (and counts)."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.dropped = 0
+
+    async def start(self, deliver: Callable[[Message], None]) -> None:
+        return None
+
+    def send(self, message: Message) -> None:
+        self.dropped += 1
+
+    def set_address(self, node_id: int, address: Address | None) -> None:
+        return None
+
+    def set_addresses(self, addresses: Mapping[int, Address]) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
 
 
 class TcpTransport:
@@ -53,6 +86,8 @@ class TcpTransport:
         self._server: asyncio.Server | None = None
         self._peers: dict[int, _Peer] = {}
         self._inbound: set[asyncio.StreamWriter] = set()
+        self._closing: set[asyncio.Task[None]] = set()
+        self._stopping = False
         self.dropped = 0
 
     async def start(self, deliver: Callable[[Message], None]) -> None:
@@ -70,11 +105,49 @@ class TcpTransport:
             peer = self._peers[message.dst] = _Peer(self, address)
         peer.push(encode(message))
 
+    def set_address(self, node_id: int, address: Address | None) -> None:
+        """Set (or, with None, forget) where ``node_id`` listens. A changed or forgotten
+        peer's outbound connection and queued frames are dropped. This node's own address
+        cannot change (it is listening on it): it is left alone."""
+        if node_id == self.node_id or self.addresses.get(node_id) == address:
+            return
+        if address is None:
+            self.addresses.pop(node_id, None)
+        else:
+            self.addresses[node_id] = address
+        peer = self._peers.pop(node_id, None)
+        if peer is not None:
+            task = asyncio.get_running_loop().create_task(peer.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    def set_addresses(self, addresses: Mapping[int, Address]) -> None:
+        """Replace the whole address book (this node's own entry is kept as it is)."""
+        for node_id in [n for n in self.addresses if n not in addresses]:
+            self.set_address(node_id, None)
+        for node_id, address in addresses.items():
+            self.set_address(node_id, address)
+
     async def close(self) -> None:
+        self._stopping = True
         if self._server is not None:
+            # Stop accepting, then give connections accepted just before a few loop turns
+            # to reach _serve (which now closes them at once), and only then close the
+            # server: on Python 3.11 a connection whose transport is built after
+            # Server.close() is leaked (Server._attach asserts), a ResourceWarning.
+            loop = asyncio.get_running_loop()
+            for sock in self._server.sockets:
+                with contextlib.suppress(Exception):  # loops without remove_reader
+                    loop.remove_reader(sock.fileno())
+            for _ in range(10):
+                await asyncio.sleep(0)
             self._server.close()
         for peer in self._peers.values():
             await peer.close()
+        self._peers = {}
+        for task in list(self._closing):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         # Closing a connection ends its reader with EOF (cancelling the handler task
         # would make asyncio log an error on Python 3.11).
         for writer in list(self._inbound):
@@ -87,6 +160,9 @@ class TcpTransport:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stopping:
+            writer.close()
+            return
         self._inbound.add(writer)
         try:
             while True:
@@ -136,9 +212,10 @@ class _Peer:
         while True:
             writer: asyncio.StreamWriter | None = None
             try:
-                _, connected = await asyncio.wait_for(
-                    asyncio.open_connection(*self.address), self.transport.connect_timeout
-                )
+                # asyncio.timeout, not wait_for: on 3.11 a wait_for cancelled just as the
+                # connection completes loses (and leaks) it.
+                async with asyncio.timeout(self.transport.connect_timeout):
+                    _, connected = await asyncio.open_connection(*self.address)
                 writer = connected
                 backoff = 0.02
                 while True:

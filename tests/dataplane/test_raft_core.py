@@ -9,11 +9,14 @@ import pytest
 from dataplane.raft.core import RaftConfig, RaftNode, Role
 from dataplane.raft.errors import NotLeader
 from dataplane.raft.types import (
+    AppendRequest,
     AppendResponse,
     Entry,
     EntryKind,
     HardState,
     Message,
+    SnapshotRequest,
+    TimeoutNow,
     VoteRequest,
     VoteResponse,
 )
@@ -25,8 +28,11 @@ CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=2)
 class Net:
     """Nodes exchanging messages instantly; links can be cut; crashes keep durable state."""
 
-    def __init__(self, size: int, config: RaftConfig = CONFIG) -> None:
-        self.ids = list(range(1, size + 1))
+    def __init__(self, size: int, config: RaftConfig = CONFIG, *, learners: int = 0) -> None:
+        """``size`` voters (ids 1..size), then ``learners`` learners."""
+        self.ids = list(range(1, size + learners + 1))
+        self.voters = self.ids[:size]
+        self.learners = self.ids[size:]
         self.config = config
         self.durable = {i: Durable() for i in self.ids}
         self.nodes: dict[int, RaftNode] = {}
@@ -41,7 +47,8 @@ class Net:
         d = self.durable[i]
         self.nodes[i] = RaftNode(
             i,
-            self.ids,
+            self.voters,
+            learners=self.learners,
             rng=random.Random(i),
             config=self.config,
             hard_state=d.hard_state,
@@ -55,6 +62,12 @@ class Net:
 
     def isolate(self, i: int) -> None:
         self.cut |= {frozenset((i, j)) for j in self.ids if j != i}
+
+    def set_learners(self, learners: list[int]) -> None:
+        self.learners = learners
+        for node in self.nodes.values():
+            node.set_learners(learners)
+        self.pump()
 
     def heal(self) -> None:
         self.cut = set()
@@ -276,3 +289,177 @@ def test_old_term_entries_commit_only_through_a_current_term_entry() -> None:
     for voter in (2, 3):
         node.step(AppendResponse(voter, 1, 4, True, match_index=3))
     assert node.commit_index == 3
+
+
+# --- learners -----------------------------------------------------------------------------
+
+
+def test_learner_never_campaigns() -> None:
+    net = Net(3, learners=2)
+    net.elect(1)
+    net.isolate(4)
+    learner = net.nodes[4]
+    term = learner.term
+    net.tick(4, 10 * CONFIG.election_ticks)
+    assert learner.role is Role.FOLLOWER
+    assert learner.term == term
+    assert not [m for m in net.sent if m.src == 4 and isinstance(m, VoteRequest)]
+    # nor does a non-voter that was not told it is a learner, nor one told to campaign
+    stranger = RaftNode(9, [1, 2, 3], rng=random.Random(9), config=CONFIG)
+    assert not stranger.is_learner
+    stranger.step(TimeoutNow(1, 9, 1))
+    for _ in range(10 * CONFIG.election_ticks):
+        stranger.tick()
+    assert stranger.role is Role.FOLLOWER
+    assert stranger.term == 1
+    assert not stranger.ready().messages
+
+
+def test_learner_does_not_vote() -> None:
+    net = Net(3, learners=1)
+    learner = net.nodes[4]
+    assert learner.is_learner
+    learner.step(VoteRequest(2, 4, 5, last_index=9, last_term=4))
+    learner.step(VoteRequest(2, 4, 5, last_index=9, last_term=4, pre_vote=True))
+    assert (learner.term, learner.vote) == (0, None)
+    assert not learner.has_ready()
+    # and voters never ask it
+    net.elect(2)
+    assert net.leaders() == [2]
+    assert all(m.dst in net.voters for m in net.sent if isinstance(m, VoteRequest))
+
+
+def test_learner_follows_and_applies() -> None:
+    net = Net(3, learners=2)
+    net.elect(1)
+    for n in range(5):
+        net.nodes[1].propose(b"v%d" % n)
+    net.pump()
+    net.tick_all(2)
+    for i in (4, 5):
+        assert net.applied[i] == [b"v%d" % n for n in range(5)]
+        assert net.nodes[i].leader_id == 1
+    # a newer leader is followed as well
+    net.nodes[1].transfer_leadership(2)
+    net.pump()
+    net.nodes[2].propose(b"after")
+    net.pump()
+    net.tick_all(2)
+    assert net.nodes[4].leader_id == 2
+    assert net.nodes[4].term == net.nodes[2].term
+    assert net.applied[4][-1] == b"after"
+
+
+def test_commit_does_not_count_learners() -> None:
+    """3 voters + 2 learners: both learners acknowledging is not a quorum."""
+    net = Net(3, learners=2)
+    net.elect(1)
+    net.tick_all(2)
+    leader = net.nodes[1]
+    commit = leader.commit_index
+    net.cut |= {frozenset((1, 2)), frozenset((1, 3))}
+    index = leader.propose(b"x")
+    net.pump()
+    net.tick(1, CONFIG.heartbeat_ticks)
+    assert net.nodes[4].last_index == net.nodes[5].last_index == index  # both acked it
+    assert leader.commit_index == commit
+    assert net.applied[4] == net.applied[5] == []
+    # one voter more is a quorum (leader + 2); the learners learn the commit
+    net.cut.discard(frozenset((1, 2)))
+    net.tick(1, CONFIG.heartbeat_ticks)
+    assert leader.commit_index == index
+    net.tick(1, CONFIG.heartbeat_ticks)
+    assert net.applied[4] == net.applied[5] == [b"x"]
+
+
+def test_commit_counts_voters_even_with_more_learners() -> None:
+    """The counting itself: learner acks at the new index do not move the commit."""
+    net = Net(3, learners=2)
+    net.elect(1)
+    net.tick_all(2)
+    leader = net.nodes[1]
+    index = leader.propose(b"x")
+    leader.advance(leader.ready())  # durable on the leader; the appends are "lost"
+    term = leader.term
+    for learner in (4, 5):
+        leader.step(AppendResponse(learner, 1, term, True, match_index=index))
+    assert leader.commit_index < index
+    leader.step(AppendResponse(2, 1, term, True, match_index=index))
+    assert leader.commit_index == index
+
+
+def test_check_quorum_ignores_learners() -> None:
+    net = Net(3, learners=2)
+    net.elect(1)
+    net.cut |= {frozenset((1, 2)), frozenset((1, 3))}  # the learners still answer
+    net.tick(1, 2 * CONFIG.election_ticks)
+    assert net.nodes[1].role is Role.FOLLOWER
+    # a lone voter stays leader with every learner down (it is its own quorum)
+    lone = Net(1, learners=2)
+    lone.elect(1)
+    lone.crash(2)
+    lone.crash(3)
+    lone.tick(1, 5 * CONFIG.election_ticks)
+    assert lone.leaders() == [1]
+    lone.nodes[1].propose(b"alone")
+    lone.pump()
+    assert lone.applied[1] == [b"alone"]
+
+
+def test_leader_transfer_to_a_learner_is_refused() -> None:
+    net = Net(3, learners=1)
+    net.elect(1)
+    with pytest.raises(ValueError, match="not a voter"):
+        net.nodes[1].transfer_leadership(4)
+    assert net.nodes[1].transferee is None
+    net.nodes[1].propose(b"still leading")
+
+
+def test_set_learners_replicates_to_a_new_learner_from_its_log() -> None:
+    net = Net(3, learners=1)  # node 4 runs but nobody counts it as a learner yet
+    net.set_learners([])
+    net.elect(1)
+    for n in range(5):
+        net.nodes[1].propose(b"v%d" % n)
+    net.pump()
+    net.tick_all(2)
+    assert net.nodes[4].last_index == 0
+    assert not [m for m in net.sent if m.dst == 4]
+    net.set_learners([4])
+    net.tick_all(2)
+    assert net.applied[4] == [b"v%d" % n for n in range(5)]
+    # removed: the leader forgets it
+    net.set_learners([])
+    sent = len(net.sent)
+    net.nodes[1].propose(b"more")
+    net.pump()
+    net.tick_all(2 * CONFIG.election_ticks)
+    assert not [m for m in net.sent[sent:] if m.dst == 4]
+    assert net.applied[4][-1] == b"v4"
+    assert net.leaders() == [1]
+
+
+def test_set_learners_sends_the_snapshot_when_the_log_is_compacted() -> None:
+    net = Net(3, learners=1)
+    net.set_learners([])
+    net.elect(1)
+    for n in range(5):
+        net.nodes[1].propose(b"v%d" % n)
+    net.pump()
+    net.tick_all(2)
+    leader = net.nodes[1]
+    leader.compact(leader.applied_index, b"image")
+    net.pump()
+    leader.propose(b"after")
+    net.pump()
+    net.set_learners([4])
+    net.tick_all(2)
+    snaps = [m for m in net.sent if isinstance(m, SnapshotRequest) and m.dst == 4]
+    assert [m.snapshot.data for m in snaps] == [b"image"]
+    learner = net.nodes[4]
+    assert learner.snapshot.index == leader.snapshot.index
+    assert net.applied[4] == [b"after"]  # the rest came in the snapshot
+    assert learner.applied_index == leader.applied_index == leader.last_index
+    assert net.durable[4].snapshot.data == b"image"
+    appends = [m for m in net.sent if isinstance(m, AppendRequest) and m.dst == 4]
+    assert appends  # the probe, then the entries after the snapshot

@@ -17,6 +17,13 @@ Checked after every event:
 - liveness: after the faults stop (all nodes up, network healed), a proposal commits and
   every node applies it.
 
+Some variants add learners (non-voting members): they crash and restart like voters, and
+the learner set changes during the run (each node hears of a change after its own random
+delay, as brokers do from the metadata log); a node taken out of the set keeps running.
+Checked as well: learners never lead or campaign, never send or receive a vote message,
+never record a vote; state-machine safety covers what they apply; after healing (every
+learner back in the set) every learner has applied everything committed.
+
 A failure prints ``SEED=<n>`` and the command that re-runs only that seed (``RAFT_SEED``).
 ``RAFT_SEEDS`` and ``RAFT_STEPS`` change how many seeds and events per seed run.
 """
@@ -38,7 +45,15 @@ import pytest
 
 from dataplane.raft.core import RaftConfig, RaftNode, Ready, Role
 from dataplane.raft.errors import NotLeader
-from dataplane.raft.types import Entry, EntryKind, HardState, Message, Snapshot
+from dataplane.raft.types import (
+    Entry,
+    EntryKind,
+    HardState,
+    Message,
+    Snapshot,
+    VoteRequest,
+    VoteResponse,
+)
 
 TICK_MS = 10.0
 
@@ -125,6 +140,9 @@ class Stats:
     installs: int = 0
     transfers: int = 0
     dropped: int = 0
+    learner_changes: int = 0
+    learner_applied: int = 0
+    """Entries applied by learners (directly or through a snapshot)."""
     liveness_ms: float = 0.0
 
     def add(self, other: Stats) -> None:
@@ -133,10 +151,13 @@ class Stats:
 
 
 class Simulation:
-    def __init__(self, seed: int, size: int, *, trace: bool = False) -> None:
+    def __init__(self, seed: int, size: int, *, learners: int = 0, trace: bool = False) -> None:
+        """``size`` voters (ids 1..size) and ``learners`` more nodes that may be learners."""
         self.seed = seed
-        self.rng = random.Random(seed * 1009 + size)
-        self.ids = list(range(1, size + 1))
+        self.rng = random.Random(seed * 1009 + size + 100 * learners)
+        self.ids = list(range(1, size + learners + 1))
+        self.voter_ids = self.ids[:size]
+        self.learner_pool = self.ids[size:]
         self.now = 0.0
         self.seq = 0
         self.queue: list[Event] = []
@@ -154,6 +175,10 @@ class Simulation:
         self.config = RaftConfig(
             election_ticks=10, heartbeat_ticks=2, max_append_entries=self.rng.choice([1, 2, 64])
         )
+        # the learner set: the current one, its version, and the version each node knows
+        self.learners = frozenset(i for i in self.learner_pool if self.rng.random() < 0.7)
+        self.learners_version = 0
+        self.known_version = dict.fromkeys(self.ids, 0)
         self.proposals = 0
         self.stats = Stats()
         self.trace: deque[str] = deque(maxlen=10_000 if trace else 60)
@@ -186,13 +211,15 @@ class Simulation:
         self.gen[i] += 1
         node = RaftNode(
             i,
-            self.ids,
+            self.voter_ids,
             rng=random.Random(self.rng.getrandbits(64)),
             config=self.config,
             hard_state=d.hard_state,
             snapshot=d.snapshot,
             entries=list(d.entries),
+            learners=self.learners,
         )
+        self.known_version[i] = self.learners_version
         self.nodes[i] = node
         app = self.apps[i] = App(d.snapshot)
         if d.snapshot.index:
@@ -214,6 +241,11 @@ class Simulation:
         return self.group[a] == self.group[b]
 
     def send(self, m: Message) -> None:
+        if isinstance(m, VoteRequest | VoteResponse):
+            check(
+                m.src in self.voter_ids and m.dst in self.voter_ids,
+                f"vote message between a voter and a non-voter: {m}",
+            )
         if not self.reachable(m.src, m.dst):
             return
         copies = 1
@@ -251,6 +283,8 @@ class Simulation:
             app = self.apps[i]
             if rd.restore is not None:
                 self.stats.installs += 1
+                if i not in self.voter_ids:
+                    self.stats.learner_applied += rd.restore.index - app.index
                 app.index, app.digest = decode_app_snapshot(rd.restore.data)
                 check(app.index == rd.restore.index, "snapshot index mismatch")
                 self.check_digest(app.index, app.digest, f"node {i} install")
@@ -268,6 +302,8 @@ class Simulation:
                     check(first == e.index, f"payload {e.payload!r} applied at two indexes")
                 app.apply(e)
                 self.check_digest(app.index, app.digest, f"node {i} apply")
+                if i not in self.voter_ids:
+                    self.stats.learner_applied += 1
             node.advance(rd)
             if app.index - node.snapshot.index >= self.snapshot_every and self.rng.random() < 0.5:
                 node.compact(app.index, app.snapshot())
@@ -279,6 +315,13 @@ class Simulation:
         check(prior == digest, f"{where}: state at {index} differs from another node's")
 
     def observe(self, i: int, node: RaftNode, rd: Ready) -> None:
+        if i not in self.voter_ids:
+            check(node.role is Role.FOLLOWER, f"non-voter {i} is {node.role.value}")
+            check(node.vote is None, f"non-voter {i} voted for {node.vote}")
+            check(
+                rd.hard_state is None or rd.hard_state.vote is None,
+                f"non-voter {i} persists a vote",
+            )
         # log matching: (index, term) names one entry and the term before it
         for e in rd.entries:
             prev = node.term_at(e.index - 1)
@@ -344,6 +387,15 @@ class Simulation:
         elif ev.kind == "restart":
             if self.nodes.get(ev.node) is None and ev.gen == self.gen[ev.node]:
                 self.start_node(ev.node)
+        elif ev.kind == "learners":
+            node = self.nodes.get(ev.node)
+            version, learners = ev.msg
+            if node is None or ev.gen != self.gen[ev.node]:
+                return
+            if version > self.known_version[ev.node]:
+                self.known_version[ev.node] = version
+                node.set_learners(learners)
+                self.drain(ev.node)
         elif ev.kind == "heal":
             if ev.gen == self.partition_gen:
                 self.group = dict.fromkeys(self.ids, 0)
@@ -384,10 +436,35 @@ class Simulation:
             leader = self.nodes[leaders[0]]
             assert leader is not None
             to = self.rng.choice(self.ids)
-            leader.transfer_leadership(to)
+            try:
+                leader.transfer_leadership(to)
+            except ValueError:
+                check(to not in self.voter_ids, f"transfer to voter {to} refused")
+                self.log(f"transfer {leaders[0]} -> learner {to} refused")
+                return
+            check(to in self.voter_ids, f"transfer to non-voter {to} accepted")
             self.stats.transfers += 1
             self.log(f"transfer {leaders[0]} -> {to}")
             self.drain(leaders[0])
+        elif r < 0.75 and self.learner_pool:
+            changed = self.rng.choice(self.learner_pool)
+            self.change_learners(self.learners ^ {changed})
+        elif r < 0.85 and self.learner_pool:
+            live_learners = [i for i in live if i in self.learner_pool]
+            if live_learners:
+                self.crash(self.rng.choice(live_learners), "chaos, learner")
+
+    def change_learners(self, learners: frozenset[int]) -> None:
+        """A new learner set; each live node hears of it after its own delay."""
+        self.learners = learners
+        self.learners_version += 1
+        self.stats.learner_changes += 1
+        self.log(f"learners {sorted(learners)} (v{self.learners_version})")
+        for i in self.ids:
+            if self.nodes.get(i) is not None:
+                self.schedule(
+                    self.rng.uniform(0, 50), "learners", i, (self.learners_version, learners)
+                )
 
     def client(self) -> None:
         live = [i for i in self.ids if self.nodes.get(i) is not None]
@@ -419,6 +496,8 @@ class Simulation:
         self.faults = False
         self.group = dict.fromkeys(self.ids, 0)
         self.partition_gen += 1
+        if self.learners != frozenset(self.learner_pool):
+            self.change_learners(frozenset(self.learner_pool))
         for i in self.ids:
             if self.nodes.get(i) is None:
                 self.start_node(i)
@@ -471,18 +550,27 @@ class Simulation:
                     )
         indexes = {self.apps[i].index for i in self.ids}
         check(len(indexes) == 1, f"nodes did not converge: applied {indexes}")
+        check(
+            indexes.pop() >= self.max_committed,
+            f"nodes applied less than the highest commit index {self.max_committed}",
+        )
 
 
-def run_seed(seed: int, size: int, steps: int, *, trace: bool = False) -> Stats:
-    sim = Simulation(seed, size, trace=trace)
+def variant_id(voters: int, learners: int) -> str:
+    return f"{voters}v{learners}l" if learners else f"{voters}v"
+
+
+def run_seed(seed: int, size: int, steps: int, *, learners: int = 0, trace: bool = False) -> Stats:
+    sim = Simulation(seed, size, learners=learners, trace=trace)
     try:
         sim.run(steps)
     except Exception as exc:
         tail = "\n".join(sim.trace)
         raise SimFailure(
-            f"SEED={seed} (nodes={size}, steps={steps}): {exc}\n"
+            f"SEED={seed} (voters={size}, learners={learners}, steps={steps}): {exc}\n"
             f"re-run: RAFT_SEED={seed} RAFT_STEPS={steps} .venv/bin/python -m pytest "
-            f"tests/dataplane/test_raft_simulation.py -k 'simulation and {size}' -q\n"
+            f"'tests/dataplane/test_raft_simulation.py::test_simulation"
+            f"[{variant_id(size, learners)}]' -q\n"
             f"last events:\n{tail}"
         ) from exc
     return sim.stats
@@ -497,23 +585,40 @@ def seeds(default: int) -> list[int]:
 DEFAULT_STEPS = 5000
 
 
-@pytest.mark.parametrize(("size", "count"), [(3, 300), (5, 200)])
-def test_simulation(size: int, count: int, capsys: pytest.CaptureFixture[str]) -> None:
+VARIANTS = [  # voters, learners, seeds
+    (3, 0, 200),
+    (5, 0, 80),
+    (3, 2, 80),
+    (1, 2, 70),
+]
+
+
+@pytest.mark.parametrize(
+    ("size", "learners", "count"), VARIANTS, ids=[variant_id(v, n) for v, n, _ in VARIANTS]
+)
+def test_simulation(
+    size: int, learners: int, count: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     steps = int(os.environ.get("RAFT_STEPS", DEFAULT_STEPS))
     total = Stats()
     started = time.perf_counter()
     for seed in seeds(count):
-        total.add(run_seed(seed, size, steps))
+        total.add(run_seed(seed, size, steps, learners=learners))
     elapsed = time.perf_counter() - started
     with capsys.disabled():
         print(
-            f"\nraft simulation, {size} nodes: {len(seeds(count))} seeds x {steps} events in "
-            f"{elapsed:.1f}s: {total}"
+            f"\nraft simulation, {size} voters + {learners} learners: {len(seeds(count))} seeds"
+            f" x {steps} events in {elapsed:.1f}s: {total}"
         )
     if "RAFT_SEED" not in os.environ:
         # the faults were really exercised
-        assert total.elections > len(seeds(count))
-        for name in ("crashes", "partitions", "transfers", "installs", "snapshots", "committed"):
+        assert total.elections >= len(seeds(count))
+        names = ["crashes", "partitions", "installs", "snapshots", "committed"]
+        if size > 1:
+            names.append("transfers")
+        if learners:
+            names += ["learner_changes", "learner_applied"]
+        for name in names:
             assert getattr(total, name) > 0, name
 
 

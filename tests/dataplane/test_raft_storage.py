@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dataplane.raft.codec import CodecError, decode, encode
-from dataplane.raft.errors import NotLeader, StorageCorrupt
+from dataplane.raft.errors import CommitUnknown, NotLeader, ProposalDropped, StorageCorrupt
 from dataplane.raft.server import RaftServer, ServerConfig, choose_voters
 from dataplane.raft.storage import LOG_FILE, STATE_FILE, RaftStorage
-from dataplane.raft.transport import TcpTransport
+from dataplane.raft.transport import Address, LocalTransport, TcpTransport
 from dataplane.raft.types import (
     AppendRequest,
     AppendResponse,
@@ -239,4 +240,204 @@ async def test_servers_over_tcp(tmp_path: Path) -> None:
         assert (tmp_path / f"n{restarted}" / "raft.snapshot").exists()
     finally:
         for s in servers.values():
+            await s.close()
+
+
+async def eventually(cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Poll ``cond`` (other servers' state: no event to wait on); generous, not a timing
+    assertion."""
+    for _ in range(int(timeout / 0.02)):
+        if cond():
+            return
+        await asyncio.sleep(0.02)
+    assert cond()
+
+
+async def propose_to_leader(servers: list[RaftServer], payload: bytes) -> RaftServer:
+    """Propose through whichever server leads (leadership may move under a slow machine);
+    the test payloads are idempotent, so a retry after an unknown outcome is harmless."""
+    async with asyncio.timeout(20):
+        while True:
+            for s in servers:
+                if s.is_leader:
+                    try:
+                        await s.propose(payload)
+                    except (NotLeader, ProposalDropped, CommitUnknown):
+                        continue
+                    return s
+            await asyncio.sleep(0.02)
+
+
+async def test_lone_voter_with_local_transport(tmp_path: Path) -> None:
+    """One voter, no learners: no port, commits after its own fsync; on_state_change."""
+    kv = KV()
+    changes: list[tuple[str, int, int | None]] = []
+
+    def make() -> RaftServer:
+        server: RaftServer
+
+        def changed() -> None:
+            changes.append((server.role, server.term, server.leader_id))
+
+        server = RaftServer(
+            7, [7], tmp_path, kv, LocalTransport(7), config=FAST, on_state_change=changed
+        )
+        return server
+
+    server = make()
+    await server.start()
+    try:
+        assert await server.wait_for_leader(10) == 7
+        indexes = [await server.propose(b"k%d=%d" % (n, n)) for n in range(30)]
+        assert indexes == sorted(indexes)
+        assert server.applied_index >= indexes[-1]
+        assert changes[-1] == ("leader", server.term, 7)
+        assert isinstance(server.transport, LocalTransport)
+        assert server.transport.dropped == 0  # nothing to send to anybody
+    finally:
+        await server.close()
+    kv.data.clear()
+    changes.clear()
+    server = make()
+    await server.start()
+    try:
+        assert kv.data[b"k15"] == b"15"  # from its snapshot (at index 20 or later)
+        await server.propose(b"again=1")
+        assert kv.data[b"k29"] == b"29"
+        assert changes[-1][0] == "leader"
+    finally:
+        await server.close()
+
+
+def learner_server(
+    i: int,
+    voters: dict[int, Address],
+    own: Address,
+    directory: Path,
+    kv: KV,
+    *,
+    changes: list[tuple[str, int | None]] | None = None,
+    told: bool,
+) -> RaftServer:
+    """A learner knows the voters' addresses and its own, nothing else."""
+    server: RaftServer
+
+    def changed() -> None:
+        if changes is not None:
+            changes.append((server.role, server.leader_id))
+
+    server = RaftServer(
+        i,
+        voters,
+        directory,
+        kv,
+        TcpTransport(i, {**voters, i: own}),
+        config=FAST,
+        learners=[i] if told else (),
+        on_state_change=changed,
+    )
+    return server
+
+
+async def test_one_voter_and_a_learner_over_tcp(tmp_path: Path) -> None:
+    a1, a2 = ("127.0.0.1", free_port()), ("127.0.0.1", free_port())
+    kv1, kv2 = KV(), KV()
+    changes: list[tuple[str, int | None]] = []
+    voter = RaftServer(
+        1, [1], tmp_path / "n1", kv1, TcpTransport(1, {1: a1}), config=FAST, learners={2: a2}
+    )
+    learner = learner_server(2, {1: a1}, a2, tmp_path / "n2", kv2, changes=changes, told=True)
+    await voter.start()
+    await learner.start()
+    try:
+        assert learner.role == "learner"
+        assert await voter.wait_for_leader(10) == 1
+        await asyncio.gather(*(voter.propose(b"k%d=%d" % (n, n)) for n in range(50)))
+        await eventually(lambda: kv2.data == kv1.data)
+        assert await learner.wait_for_leader(10) == 1
+        assert ("learner", 1) in changes
+        with pytest.raises(NotLeader) as info:
+            await learner.propose(b"x=1")
+        assert info.value.leader_id == 1
+        with pytest.raises(ValueError, match="not a voter"):
+            await voter.transfer_leadership(2)
+        # restart the learner from its own disk; the voter keeps committing meanwhile
+        await learner.close()
+        await voter.propose(b"while=down")
+        kv2 = KV()
+        learner = learner_server(2, {1: a1}, a2, tmp_path / "n2", kv2, told=True)
+        await learner.start()
+        assert kv2.data[b"k15"] == b"15"  # restored from its own snapshot, before any message
+        await voter.propose(b"last=1")
+        await eventually(lambda: kv2.data.get(b"last") == b"1")
+        assert kv2.data == kv1.data
+        assert learner.applied_index == voter.applied_index
+        assert learner.role == "learner"
+        assert learner.term == voter.term
+    finally:
+        await learner.close()
+        await voter.close()
+
+
+async def test_three_voters_and_a_learner_added_later(tmp_path: Path) -> None:
+    ids = [1, 2, 3]
+    voters = {i: ("127.0.0.1", free_port()) for i in ids}
+    own = ("127.0.0.1", free_port())
+    kvs = {i: KV() for i in [*ids, 4]}
+    servers = {
+        i: RaftServer(i, ids, tmp_path / f"n{i}", kvs[i], TcpTransport(i, voters), config=FAST)
+        for i in ids
+    }
+    # not yet told it is a learner: it must simply wait
+    learner = learner_server(4, voters, own, tmp_path / "n4", kvs[4], told=False)
+    for s in [*servers.values(), learner]:
+        await s.start()
+    try:
+        leader_id = await servers[1].wait_for_leader(10)
+        leader = servers[leader_id]
+        await asyncio.gather(*(leader.propose(b"k%d=%d" % (n, n)) for n in range(60)))
+        assert learner.leader_id is None
+        assert kvs[4].data == {}
+        assert learner.role == "learner"
+        # registered: every node is told (the leader's log is compacted: a snapshot)
+        for s in [*servers.values(), learner]:
+            s.set_learners({4: own})
+        assert learner.node.is_learner
+        await eventually(lambda: kvs[4].data == kvs[leader_id].data)
+        assert (tmp_path / "n4" / "raft.snapshot").exists()
+        # leadership moves; the learner follows the new leader
+        term = learner.term
+        other = next(i for i in ids if i != leader_id)
+        await leader.transfer_leadership(other)
+        voter_list = list(servers.values())
+        leader = await propose_to_leader(voter_list, b"after=transfer")
+        await eventually(lambda: kvs[4].data.get(b"after") == b"transfer")
+        await eventually(
+            lambda: (
+                learner.leader_id in servers
+                and servers[learner.leader_id].is_leader
+                and learner.term > term
+            )
+        )
+        # the learner restarts from its own disk
+        await learner.close()
+        await propose_to_leader(voter_list, b"while=down")
+        kvs[4] = KV()
+        learner = learner_server(4, voters, own, tmp_path / "n4", kvs[4], told=True)
+        await learner.start()
+        assert kvs[4].data  # its own snapshot
+        leader = await propose_to_leader(voter_list, b"last=1")
+        await eventually(lambda: kvs[4].data.get(b"last") == b"1")
+        await eventually(lambda: kvs[4].data == kvs[leader.node_id].data)
+        assert learner.role == "learner"
+        # removed: the voters forget its address (and connection)
+        for s in servers.values():
+            s.set_learners({})
+        for s in servers.values():
+            assert isinstance(s.transport, TcpTransport)
+            assert 4 not in s.transport.addresses
+            assert s.transport.addresses == voters
+        assert not leader.node.learners
+    finally:
+        for s in [*servers.values(), learner]:
             await s.close()
