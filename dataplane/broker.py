@@ -1,28 +1,43 @@
-"""The broker: wires configuration, metadata, logs and coordinators together.
+"""The broker: wires configuration, metadata, logs, replicas and coordinators together.
 
 Nothing here parses bytes or knows the network; the server feeds decoded requests to
-handlers, which call into these parts.
+handlers, which call into these parts. Metadata changes are decided by the active
+controller and reach every broker through the metadata log (``cluster``); this class
+reacts to what the log says (``_on_metadata``): partition replicas, deleted topics,
+dynamic configs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import datetime
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
+
+from dataplane.cluster.image import Delta, MetadataImage
+from dataplane.cluster.member import ClusterMember
 from dataplane.config import BROKER_CONFIGS, BrokerConfig
+from dataplane.durable import write_atomically
 from dataplane.errors import InvalidConfig
 from dataplane.log.manager import LogManager
-from dataplane.metadata import MetadataStore, TopicInfo
+from dataplane.metadata import TopicInfo
+from dataplane.replication.manager import ReplicaManager
 
 if TYPE_CHECKING:
     from dataplane.groups.coordinator import GroupCoordinator
     from dataplane.log.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
+
+META_FILE = "meta.properties"
+STARTUP_TIMEOUT_S = 120.0
 
 
 class Broker:
@@ -31,10 +46,16 @@ class Broker:
         self.node_id = int(config["node.id"])
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata = MetadataStore(
-            data_dir, node_id=self.node_id, cluster_id=str(config["cluster.id"])
-        )
+        if str(config["controller.quorum.voters"]) and not str(config["cluster.id"]):
+            raise InvalidConfig(
+                "cluster.id is required with controller.quorum.voters: give every broker of "
+                "the cluster the same id"
+            )
+        cluster_id = _cluster_identity(data_dir, self.node_id, str(config["cluster.id"]))
+        self.metadata = MetadataImage(node_id=self.node_id, cluster_id=cluster_id)
         self.logs = LogManager(config, self.metadata)
+        self.cluster = ClusterMember(config, self.metadata, data_dir)
+        self.replicas = ReplicaManager(self)
         self.groups: GroupCoordinator | None = None
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
@@ -42,18 +63,22 @@ class Broker:
         """Settings from defaults, the config file and --set; dynamic configs overlay them."""
         self.topic_removals: dict[str, asyncio.Task[None]] = {}
         """Deleted topics whose partition directories are still being removed."""
-        self.apply_dynamic_configs()
+        self.metadata.listeners.append(self._on_metadata)
 
     @property
     def advertised(self) -> tuple[str, int]:
         return self.config.advertised
 
     async def start(self) -> None:
+        """Join the cluster: replay the metadata log, register, then open for clients."""
         self.logs.remove_leftover_deletions()
-        self.logs.open_all()
         from dataplane.groups.coordinator import GroupCoordinator
 
         self.groups = GroupCoordinator(self)
+        self.replicas.start()
+        await self.cluster.start()
+        await self.cluster.wait_registered(STARTUP_TIMEOUT_S)
+        self.replicas.activate()
         await self.groups.start()
         from dataplane.log.housekeeping import housekeeping_loop
 
@@ -67,51 +92,123 @@ class Broker:
                 await task
         if self.groups is not None:
             await self.groups.stop()
+        await self.replicas.stop()
+        await self.cluster.stop()
         self.logs.close()
 
     # ------------------------------------------------------------------ topics
 
-    def create_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> TopicInfo:
-        info = self.metadata.create_topic(name, partitions, replication_factor, configs)
-        self.logs.ensure_partitions(info)
-        return info
-
-    def auto_create(self, name: str) -> TopicInfo | None:
-        """Create ``name`` with broker defaults when auto.create.topics.enable is set."""
-        if not self.config["auto.create.topics.enable"] or name in self.topic_removals:
+    async def auto_create(self, name: str) -> TopicInfo | None:
+        """Create ``name`` with the broker defaults (num.partitions,
+        default.replication.factor) through the controller, as a CreateTopics request;
+        None when auto.create.topics.enable is off. Raises the creation's error."""
+        if not self.config["auto.create.topics.enable"]:
             return None
-        partitions = int(self.config["num.partitions"])
-        self.metadata.validate_new_topic(
-            name,
-            partitions,
-            1,
-            {},
-            max_partitions=int(self.config["max.partitions.per.topic"]),
+        pending = self.topic_removals.get(name)
+        if pending is not None:
+            await asyncio.gather(pending, return_exceptions=True)
+        from kio.schema.create_topics.v7 import request as create_req
+        from kio.schema.types import TopicName
+        from kio.static.primitive import i16, i32, i32Timedelta
+
+        from dataplane.errors import BrokerError
+        from dataplane.handlers import create_topics
+        from dataplane.handlers.context import RequestContext
+
+        request = create_req.CreateTopicsRequest(
+            topics=(
+                create_req.CreatableTopic(
+                    name=TopicName(name),
+                    num_partitions=i32(-1),
+                    replication_factor=i16(-1),
+                    assignments=(),
+                    configs=(),
+                ),
+            ),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            validate_only=False,
         )
-        log.info("auto-creating topic %s with %d partition(s)", name, partitions)
-        return self.create_topic(name, partitions, 1, {})
+        ctx = RequestContext(self, create_topics.API_KEY, 7, 0, "sluice-auto-create")
+        response = create_topics.handle(ctx, request)
+        if hasattr(response, "__await__"):
+            response = await response
+        result = response.topics[0]
+        if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+            error = BrokerError(result.error_message or result.error_code.name)
+            error.code = result.error_code
+            raise error
+        if result.error_code == ErrorCode.none:
+            log.info("auto-created topic %s", name)
+        return await self.await_topic(name)
 
-    def add_partitions(self, name: str, count: int) -> TopicInfo:
-        """Grow topic ``name`` to ``count`` partitions and open the new partition logs."""
-        info = self.metadata.set_partitions(name, count)
-        self.logs.ensure_partitions(info)
-        return info
+    async def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """Create an internal topic through the controller (CreateTopics, forwarded when
+        this broker is not the controller); an existing topic is fine."""
+        from kio.schema.create_topics.v7 import request as create_req
+        from kio.schema.types import TopicName
+        from kio.static.primitive import i16, i32, i32Timedelta
 
-    def delete_topic(self, name: str) -> asyncio.Task[None]:
-        """Forget topic ``name`` now; its partition directories go in the returned task.
+        from dataplane.errors import BrokerError
+        from dataplane.handlers import create_topics
+        from dataplane.handlers.context import RequestContext
 
-        Until that task ends the name stays in ``topic_removals``: creating the topic
-        again waits for it, so a new incarnation never reuses an old partition log.
-        """
-        info = self.metadata.delete_topic(name)
+        request = create_req.CreateTopicsRequest(
+            topics=(
+                create_req.CreatableTopic(
+                    name=TopicName(name),
+                    num_partitions=i32(partitions),
+                    replication_factor=i16(replication_factor),
+                    assignments=(),
+                    configs=tuple(
+                        create_req.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()
+                    ),
+                ),
+            ),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            validate_only=False,
+        )
+        ctx = RequestContext(self, create_topics.API_KEY, 7, 0, "sluice-internal")
+        response = create_topics.handle(ctx, request)
+        if hasattr(response, "__await__"):
+            response = await response
+        result = response.topics[0]
+        if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+            error = BrokerError(result.error_message or result.error_code.name)
+            error.code = result.error_code
+            raise error
+
+    async def await_topic(self, name: str, timeout: float = 10.0) -> TopicInfo | None:
+        """The topic once this broker's image has it (a forwarded creation commits on the
+        controller first)."""
+        deadline = time.monotonic() + timeout
+        while name not in self.metadata.topics and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        return self.metadata.topics.get(name)
+
+    # ------------------------------------------------------------------ metadata reactions
+
+    def _on_metadata(self, delta: Delta) -> None:
+        for info in delta.removed:
+            self._remove_topic_locally(info)
+        if delta.broker_configs or delta.restored:
+            self.apply_dynamic_configs()
+        self.replicas.on_metadata(delta)
         if self.groups is not None:
-            self.groups.on_topic_deleted(name)  # committed offsets go with the topic
-        plogs = [plog for p in range(info.partitions) if (plog := self.logs.logs.get((name, p)))]
+            self.groups.on_metadata(delta)
+
+    def _remove_topic_locally(self, info: TopicInfo) -> None:
+        """A deleted topic: its offsets go, its partition directories go in a task. Until
+        that task ends the name stays in ``topic_removals``: creating the topic again
+        waits for it, so a new incarnation never reuses an old partition log."""
+        if self.groups is not None:
+            self.groups.on_topic_deleted(info.name)
+        plogs = [
+            plog for p in range(info.partitions) if (plog := self.logs.logs.get((info.name, p)))
+        ]
         task = asyncio.get_running_loop().create_task(self._remove_topic(info, plogs))
-        self.topic_removals[name] = task
-        return task
+        self.topic_removals[info.name] = task
 
     async def _remove_topic(self, info: TopicInfo, plogs: list[PartitionLog]) -> None:
         try:
@@ -141,3 +238,33 @@ class Broker:
         for key, value in values.items():
             self.config.values[key] = value  # in place: every part holds this config
         self.logs.invalidate_configs()
+
+
+def _cluster_identity(data_dir: Path, node_id: int, configured: str) -> str:
+    """The cluster id this data directory belongs to (``meta.properties``, as Kafka).
+
+    A configured ``cluster.id`` must match the stored one; without either, a new id is
+    generated. A data directory of another node id is refused.
+    """
+    path = data_dir / META_FILE
+    stored: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.startswith("#"):
+                stored[key.strip()] = value.strip()
+    if stored:
+        if configured and stored.get("cluster.id") != configured:
+            raise InvalidConfig(
+                f"{data_dir} holds data of cluster {stored.get('cluster.id')}, not of "
+                f"cluster.id={configured}; use another --data-dir or the matching id"
+            )
+        if stored.get("node.id") not in (None, str(node_id)):
+            raise InvalidConfig(
+                f"{data_dir} holds data of node {stored.get('node.id')}, not of "
+                f"node.id={node_id}; use another --data-dir or the matching id"
+            )
+        return stored["cluster.id"]
+    cluster_id = configured or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n".encode())
+    return cluster_id

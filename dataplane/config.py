@@ -125,6 +125,105 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "controller.quorum.voters",
+            S,
+            "",
+            "The Raft voters of the metadata quorum as id@host:port,... (their controller "
+            "listeners). Empty: this broker is a cluster of its own (a single voter).",
+            read_only=True,
+        ),
+        ConfigDef(
+            "controller.quorum.voter.listeners",
+            S,
+            "",
+            "The Kafka listeners of the voters as id@host:port,...: where a broker sends its "
+            "registration, heartbeats and forwarded admin requests to the active controller.",
+            read_only=True,
+        ),
+        ConfigDef(
+            "controller.listener",
+            S,
+            "",
+            "host:port of this broker's Raft listener (metadata quorum traffic). Required "
+            "with controller.quorum.voters; a voter's must equal its entry there.",
+            read_only=True,
+        ),
+        ConfigDef(
+            "broker.heartbeat.interval.ms",
+            I,
+            250,
+            "How often a broker heartbeats to the active controller.",
+            minimum=10,
+            read_only=True,
+        ),
+        ConfigDef(
+            "broker.session.timeout.ms",
+            I,
+            1500,
+            "A broker that has not heartbeated for this long is fenced: it leaves every ISR "
+            "and loses its leaderships (Kafka's default is 9000; failover takes about this long).",
+            minimum=100,
+            read_only=True,
+        ),
+        ConfigDef(
+            "replica.lag.time.max.ms",
+            L,
+            30000,
+            "A follower that has not caught up with the leader's log end for this long leaves "
+            "the ISR.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "replica.fetch.max.bytes",
+            I,
+            1048576,
+            "Bytes a follower asks for per partition in one fetch (at least one batch).",
+            minimum=1,
+        ),
+        ConfigDef(
+            "replica.fetch.response.max.bytes",
+            I,
+            10485760,
+            "Bytes a follower asks for in one fetch over all partitions.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "replica.fetch.wait.max.ms",
+            I,
+            500,
+            "Longest a follower's fetch waits at the leader for new data.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "replica.fetch.backoff.ms",
+            I,
+            100,
+            "Pause before a follower retries after a failed fetch.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "offsets.topic.replication.factor",
+            I,
+            3,
+            "Replication factor of __consumer_offsets (capped at the number of registered "
+            "brokers when it is created).",
+            minimum=1,
+        ),
+        ConfigDef(
+            "auto.leader.rebalance.enable",
+            B,
+            True,
+            "Give leadership back to a partition's preferred replica once it is in the ISR again.",
+        ),
+        ConfigDef(
+            "leader.imbalance.check.interval.seconds",
+            L,
+            5,
+            "How often the controller looks for partitions led by other than their preferred "
+            "replica (Kafka's default is 300).",
+            minimum=1,
+        ),
+        ConfigDef(
             "socket.request.max.bytes",
             I,
             104857600,

@@ -190,6 +190,75 @@ class OffsetMetadataTooLarge(BrokerError):
     code = ErrorCode.offset_metadata_too_large
 
 
+class NotLeaderOrFollower(BrokerError):
+    code = ErrorCode.not_leader_or_follower
+
+
+class LeaderNotAvailable(BrokerError):
+    code = ErrorCode.leader_not_available
+
+
+class NotEnoughReplicas(BrokerError):
+    code = ErrorCode.not_enough_replicas
+
+
+class NotEnoughReplicasAfterAppend(BrokerError):
+    code = ErrorCode.not_enough_replicas_after_append
+
+
+class FencedLeaderEpoch(BrokerError):
+    code = ErrorCode.fenced_leader_epoch
+
+
+class UnknownLeaderEpoch(BrokerError):
+    code = ErrorCode.unknown_leader_epoch
+
+
+class NotController(BrokerError):
+    code = ErrorCode.not_controller
+
+
+class StaleBrokerEpoch(BrokerError):
+    code = ErrorCode.stale_broker_epoch
+
+
+class InvalidUpdateVersion(BrokerError):
+    code = ErrorCode.invalid_update_version
+
+
+class BrokerNotAvailable(BrokerError):
+    code = ErrorCode.broker_not_available
+
+
+class NoReassignmentInProgress(BrokerError):
+    code = ErrorCode.no_reassignment_in_progress
+
+
+class ElectionNotNeeded(BrokerError):
+    code = ErrorCode.election_not_needed
+
+
+class PreferredLeaderNotAvailable(BrokerError):
+    code = ErrorCode.preferred_leader_not_available
+
+
+# --------------------------------------------------------------------------- replication (log)
+
+
+class OffsetMismatch(BrokerError):
+    """Replicated batches do not continue the log: they start below its end or overlap
+    each other (Kafka's UnexpectedAppendOffsetException / OffsetsOutOfOrderException).
+    Only a follower's fetcher sees it; it reconciles with the leader again."""
+
+    code = ErrorCode.unknown_server_error
+
+
+class LogCleaningInProgress(BrokerError):
+    """A truncation would cut segments the log cleaner is rewriting; retry after the pass."""
+
+    code = ErrorCode.unknown_server_error
+
+
 def error_code_for(exc: BaseException) -> ErrorCode:
     """The Kafka error code for an exception raised below the protocol boundary."""
     if isinstance(exc, BrokerError):

@@ -17,7 +17,7 @@ from collections import deque
 from typing import Any, cast
 
 from dataplane.broker import Broker
-from dataplane.handlers import HANDLERS, SUPPORTED_VERSIONS
+from dataplane.handlers import HANDLERS, SERVED_VERSIONS
 from dataplane.handlers.api_versions import unsupported_version_response
 from dataplane.handlers.context import RequestContext
 from dataplane.protocol.codec import decode_request, encode_response, peek_header
@@ -168,7 +168,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if handler is None:
             self.close(f"unknown or unsupported API key {key}")
             return
-        low, high = SUPPORTED_VERSIONS[key]
+        low, high = SERVED_VERSIONS[key]
         if not low <= version <= high:
             if key == API_VERSIONS:
                 self._enqueue_ready(head.correlation_id, unsupported_version_response())

@@ -3,9 +3,12 @@
 It ties together the rebalance state machines (``membership``), the committed offsets
 (``offsets``) and their log (``storage``: the compacted ``__consumer_offsets`` topic):
 
-- ``start`` creates ``__consumer_offsets`` on first start, replays it (offset commits,
-  group metadata, tombstones) to rebuild groups and offsets, restarts member sessions and
-  starts the offset-expiry loop; ``stop`` cancels every timer and parked request.
+- The coordinator of a group is the leader of its ``__consumer_offsets`` partition. When
+  this broker becomes leader of a partition it replays it (offset commits, group
+  metadata, tombstones) to rebuild those groups and offsets and restarts their member
+  sessions; when it stops leading one, those groups are dropped here (requests for them
+  get NOT_COORDINATOR and clients look the coordinator up again). The topic is created on
+  the first FindCoordinator. ``stop`` cancels every timer and parked request.
 - Offset commits are validated against the group (Kafka's rules: a generation and member
   for group members, generation -1 for simple consumers of an Empty group), written as
   records and then applied; with ``log.flush.policy=fsync`` the answer waits for the fsync.
@@ -25,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dataplane.cluster.image import Delta
 from dataplane.errors import (
     BrokerError,
     CoordinatorNotAvailable,
@@ -33,6 +37,7 @@ from dataplane.errors import (
     IllegalGeneration,
     InvalidRequest,
     NonEmptyGroup,
+    NotCoordinator,
     OffsetMetadataTooLarge,
     RebalanceInProgress,
     UnknownMemberId,
@@ -101,22 +106,68 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Start coordinating the groups of every ``__consumer_offsets`` partition this
+        broker leads; later leadership changes load and unload partitions
+        (``on_metadata``)."""
+        self.membership.active = True
+        self.on_metadata(Delta(restored=True))
+        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop())
+
+    def on_metadata(self, delta: Delta) -> None:
+        """Load the partitions of ``__consumer_offsets`` this broker now leads; unload the
+        ones it no longer leads (their groups move to the new leader)."""
+        if not self.membership.active:
+            return
+        touched = any(t == OFFSETS_TOPIC for t, _ in delta.partitions) or any(
+            info.name == OFFSETS_TOPIC for info in delta.removed
+        )
+        if not delta.restored and not touched:
+            return
+        led = self.storage.led_partitions()
+        for partition in sorted(self.storage.loaded - led):
+            self._unload(partition)
+        for partition in sorted(led - self.storage.loaded):
+            self._load(partition)
+
+    def _load(self, partition: int) -> None:
         started = time.monotonic()
-        self.storage.ensure()
+        plog = self.storage.plog(partition)
+        if plog is None:
+            return
         count = 0
-        for key, value in self.storage.replay():
+        before = set(self.groups)
+        for key, value in self.storage.replay(plog):
             self._replay(key, value)
             count += 1
-        self.membership.active = True
-        self.membership.on_loaded()
-        log.info(
-            "group coordinator loaded %d records of %s (%d groups) in %.2fs",
-            count,
+        self.storage.loaded.add(partition)
+        self.membership.on_loaded([g for name, g in self.groups.items() if name not in before])
+        (log.info if count else log.debug)(
+            "group coordinator loaded %s-%d: %d records, %d groups in %.2fs",
             OFFSETS_TOPIC,
-            len(self.groups),
+            partition,
+            count,
+            len(set(self.groups) - before),
             time.monotonic() - started,
         )
-        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop())
+
+    def _unload(self, partition: int) -> None:
+        self.storage.loaded.discard(partition)
+        gone = [
+            g
+            for g in list(self.groups.values())
+            if self.storage.partition_for(g.group_id) == partition
+        ]
+        for group in gone:
+            self.membership.forget(group)
+        for group_id in self.offsets.groups():
+            if self.storage.partition_for(group_id) == partition:
+                self.offsets.remove_group(group_id)
+        log.info(
+            "group coordinator unloaded %s-%d (%d groups moved away)",
+            OFFSETS_TOPIC,
+            partition,
+            len(gone),
+        )
 
     async def stop(self) -> None:
         self.membership.shutdown()
@@ -156,12 +207,20 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ coordinator lookup
 
     def find_coordinator(self, key_type: int, key: str) -> tuple[int, str, int]:
-        """(node id, host, port) of the coordinator for ``key``."""
+        """(node id, host, port) of the coordinator for ``key``: the leader of its
+        ``__consumer_offsets`` partition. CoordinatorNotAvailable while the topic does not
+        exist (``ensure_topic`` creates it) or the partition has no live leader."""
         if key_type == GROUP_KEY_TYPE:
-            if not self.active or self.storage.log_for(key) is None:
+            if not self.active:
                 raise CoordinatorNotAvailable()
-            host, port = self.broker.advertised
-            return self.broker.node_id, host, port
+            image = self.broker.metadata
+            if OFFSETS_TOPIC not in image.topics:
+                raise CoordinatorNotAvailable()
+            state = image.partition(OFFSETS_TOPIC, self.storage.partition_for(key))
+            leader = None if state is None else image.brokers.get(state.leader)
+            if leader is None or leader.fenced:
+                raise CoordinatorNotAvailable()
+            return leader.broker_id, leader.host, leader.port
         if key_type == TRANSACTION_KEY_TYPE:
             raise CoordinatorNotAvailable("the transaction coordinator is not running")
         raise InvalidRequest(f"unknown coordinator key type {key_type}")
@@ -182,6 +241,8 @@ class GroupCoordinator:
         """Validate against the group, write the records, then apply them."""
         if not self.active:
             raise CoordinatorNotAvailable()
+        if not self.storage.owns(group_id):
+            raise NotCoordinator()
         group = self._validate_commit(group_id, generation, member_id, instance_id, api_version)
         member = group.members.get(member_id)
         if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
@@ -254,6 +315,8 @@ class GroupCoordinator:
         """Committed offsets of the given partitions (None: of every committed partition)."""
         if not self.active:
             raise CoordinatorNotAvailable()
+        if not self.storage.owns(group_id):
+            raise NotCoordinator()
         group = self.groups.get(group_id)
         known = group is not None and not group.is_in(GroupState.DEAD)
         if topics is None:
@@ -287,6 +350,8 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> ClassicGroup:
         if not self.active:
             raise CoordinatorNotAvailable()
+        if not self.storage.owns(group_id):
+            raise NotCoordinator()
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             raise GroupIdNotFound(f"Group {group_id} not found.")
@@ -303,6 +368,8 @@ class GroupCoordinator:
         for group_id in group_ids:
             group = self.groups.get(group_id)
             try:
+                if not self.storage.owns(group_id):
+                    raise NotCoordinator()
                 if group is None or group.is_in(GroupState.DEAD):
                     raise GroupIdNotFound(f"group {group_id} not found")
                 if not group.is_in(GroupState.EMPTY):

@@ -136,10 +136,10 @@ class Membership:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def on_loaded(self) -> None:
+    def on_loaded(self, groups: list[ClassicGroup]) -> None:
         """After replay: restart member sessions; shrink groups now over group.max.size."""
         max_size = self._setting("group.max.size")
-        for group in self.groups.values():
+        for group in groups:
             for member in group.members.values():
                 self.reschedule_heartbeat(group, member)
             if len(group.members) > max_size:
@@ -222,6 +222,8 @@ class Membership:
 
         if not self.active:
             return answer(CoordinatorNotAvailable(), req.member_id)
+        if req.group_id and not self.storage.owns(req.group_id):
+            return answer(NotCoordinator(), req.member_id)
         if not req.group_id:
             return answer(InvalidGroupId("group id is empty"), req.member_id)
         low = self._setting("group.min.session.timeout.ms")
@@ -597,6 +599,8 @@ class Membership:
     def _sync_error(self, req: SyncRequest) -> BrokerError | None:
         if not self.active:
             return CoordinatorNotAvailable()
+        if req.group_id and not self.storage.owns(req.group_id):
+            return NotCoordinator()
         if not req.group_id:
             return InvalidGroupId("group id is empty")
         group = self.groups.get(req.group_id)
@@ -674,6 +678,8 @@ class Membership:
         """Raises the error to answer; returns on success."""
         if not self.active:
             raise CoordinatorNotAvailable()
+        if group_id and not self.storage.owns(group_id):
+            raise NotCoordinator()
         if not group_id:
             raise InvalidGroupId("group id is empty")
         group = self.groups.get(group_id)
@@ -735,6 +741,8 @@ class Membership:
         """Per-member errors; raises for errors of the whole request."""
         if not self.active:
             raise CoordinatorNotAvailable()
+        if group_id and not self.storage.owns(group_id):
+            raise NotCoordinator()
         if not group_id:
             raise InvalidGroupId("group id is empty")
         group = self.groups.get(group_id)

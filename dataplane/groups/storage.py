@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dataplane.errors import BrokerError, CorruptRecord, NotCoordinator
+from dataplane.errors import BrokerError, CoordinatorNotAvailable, CorruptRecord, NotCoordinator
 from dataplane.log.partition_log import PartitionLog
 from dataplane.protocol.record_batch import decode_records, encode_batch, iter_headers
 
@@ -34,6 +34,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 SEGMENT_BYTES = 104857600
 """Kafka's offsets.topic.segment.bytes default."""
 READ_CHUNK = 4 * 1024 * 1024
+COMMIT_TIMEOUT_S = 5.0
+"""How long a group write waits for the ISR (Kafka's offsets.commit.timeout.ms)."""
 BATCH_OVERHEAD = 128
 """Room kept for the batch header and record framing when splitting large writes."""
 
@@ -58,31 +60,71 @@ def partition_for(key: str, partitions: int) -> int:
 class OffsetsTopic:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.partitions = 0
+        self.loaded: set[int] = set()
+        """Partitions whose groups this broker coordinates (it leads them, replayed)."""
+        self._creating: asyncio.Task[None] | None = None
 
-    def ensure(self) -> None:
-        """Create the topic on first start (compacted, offsets.topic.num.partitions)."""
+    @property
+    def partitions(self) -> int:
         info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
-        if info is None:
-            count = int(self.broker.config["offsets.topic.num.partitions"])
-            log.info("creating %s with %d partitions", OFFSETS_TOPIC, count)
-            info = self.broker.create_topic(
-                OFFSETS_TOPIC,
-                count,
-                1,
-                {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)},
+        if info is not None:
+            return info.partitions
+        return int(self.broker.config["offsets.topic.num.partitions"])
+
+    async def ensure_topic(self) -> None:
+        """Create the topic if it does not exist (compacted, offsets.topic.num.partitions,
+        offsets.topic.replication.factor capped at the cluster's size)."""
+        if OFFSETS_TOPIC in self.broker.metadata.topics:
+            return
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create())
+        await asyncio.shield(self._creating)
+
+    async def _create(self) -> None:
+        member = self.broker.cluster
+        image = self.broker.metadata
+        wanted = int(self.broker.config["offsets.topic.replication.factor"])
+        size = max(len(image.brokers), len(member.voters), 1)
+        factor = min(wanted, size)
+        if len(image.live_brokers()) < factor:
+            raise CoordinatorNotAvailable(
+                f"{OFFSETS_TOPIC} needs {factor} live brokers; "
+                f"{len(image.live_brokers())} are registered"
             )
-        else:
-            self.broker.logs.ensure_partitions(info)
-        self.partitions = info.partitions
+        count = int(self.broker.config["offsets.topic.num.partitions"])
+        log.info(
+            "creating %s with %d partitions, replication factor %d", OFFSETS_TOPIC, count, factor
+        )
+        await self.broker.create_internal_topic(
+            OFFSETS_TOPIC,
+            count,
+            factor,
+            {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)},
+        )
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
 
+    def led_partitions(self) -> set[int]:
+        out = set()
+        for (topic, partition), part in self.broker.replicas.partitions.items():
+            if topic == OFFSETS_TOPIC and part.is_leader:
+                out.add(partition)
+        return out
+
+    def plog(self, partition: int) -> PartitionLog | None:
+        part = self.broker.replicas.partitions.get((OFFSETS_TOPIC, partition))
+        return None if part is None or not part.is_leader else part.plog
+
+    def owns(self, group_id: str) -> bool:
+        """True when this broker coordinates ``group_id`` (leads its loaded partition)."""
+        return self.partition_for(group_id) in self.loaded
+
     def log_for(self, group_id: str) -> PartitionLog | None:
-        if not self.partitions:
+        partition = self.partition_for(group_id)
+        if partition not in self.loaded:
             return None
-        return self.broker.logs.logs.get((OFFSETS_TOPIC, self.partition_for(group_id)))
+        return self.plog(partition)
 
     # ------------------------------------------------------------------ writes
 
@@ -106,9 +148,20 @@ class OffsetsTopic:
             raise NotCoordinator(f"write to the group log failed: {exc}") from exc
         except BrokerError as exc:
             raise BrokerError(f"write to the group log failed: {exc}") from exc
+        waits: list[asyncio.Future[None]] = []
         if self.broker.logs.fsync_on_append:
-            return self.broker.logs.sync(plog)
-        return None
+            waits.append(self.broker.logs.sync(plog))
+        part = self.broker.replicas.partitions.get((OFFSETS_TOPIC, plog.partition))
+        if part is not None:
+            part.maybe_advance_high_watermark()
+            if plog.high_watermark < plog.log_end_offset:
+                # as Kafka: group writes are acks=all, answered once the ISR has them
+                waits.append(part.wait_replicated(plog.log_end_offset, COMMIT_TIMEOUT_S, 1))
+        if not waits:
+            return None
+        if len(waits) == 1:
+            return waits[0]
+        return asyncio.ensure_future(_all(waits))
 
     def append_detached(self, group_id: str, records: list[Record], what: str) -> None:
         """Append where nobody waits for the answer; failures are only logged."""
@@ -129,10 +182,13 @@ class OffsetsTopic:
 
     # ------------------------------------------------------------------ replay
 
-    def replay(self) -> Iterator[Record]:
-        """Every (key, value) of the topic, partition by partition, in log order."""
-        for plog in list(self.broker.logs.partitions_of(OFFSETS_TOPIC)):
-            yield from _read_partition(plog)
+    def replay(self, plog: PartitionLog) -> Iterator[Record]:
+        """Every (key, value) of one partition, in log order."""
+        yield from _read_partition(plog)
+
+
+async def _all(waits: list[asyncio.Future[None]]) -> None:
+    await asyncio.gather(*waits)
 
 
 def _chunks(records: list[Record], limit: int) -> Iterator[list[Record]]:
@@ -151,9 +207,9 @@ def _chunks(records: list[Record], limit: int) -> Iterator[list[Record]]:
 
 def _read_partition(plog: PartitionLog) -> Iterator[Record]:
     offset = plog.log_start_offset
-    end = plog.high_watermark
+    end = plog.log_end_offset  # as Kafka: a new coordinator loads everything its log has
     while offset < end:
-        data = plog.read(offset, READ_CHUNK)
+        data = plog.read(offset, READ_CHUNK, upper=end)
         if not data:
             break
         advanced = offset

@@ -42,10 +42,21 @@ MODULES = (
     "delete_groups",
     "incremental_alter_configs",
     "describe_cluster",
+    "alter_partition",
+    "broker_registration",
+    "broker_heartbeat",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "unregister_broker",
 )
 
 HANDLERS: dict[int, Handler] = {}
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {}
+"""What ApiVersions announces to clients."""
+INTERNAL_VERSIONS: dict[int, tuple[int, int]] = {}
+"""Broker-to-controller APIs (``INTERNAL = True``): served, not announced."""
+SERVED_VERSIONS: dict[int, tuple[int, int]] = {}
+"""Both: what the server accepts."""
 
 
 def _register() -> None:
@@ -62,7 +73,11 @@ def _register() -> None:
         low = max(versions[0], getattr(module, "MIN_VERSION", versions[0]))
         high = min(versions[1], getattr(module, "MAX_VERSION", versions[1]))
         HANDLERS[key] = module.handle
-        SUPPORTED_VERSIONS[key] = (low, high)
+        if getattr(module, "INTERNAL", False):
+            INTERNAL_VERSIONS[key] = (low, high)
+        else:
+            SUPPORTED_VERSIONS[key] = (low, high)
+        SERVED_VERSIONS[key] = (low, high)
 
 
 _register()

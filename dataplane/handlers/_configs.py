@@ -44,6 +44,7 @@ from dataplane.errors import (
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker
+    from dataplane.cluster.changes import Changes
 
 _ZERO = datetime.timedelta(0)
 
@@ -131,12 +132,15 @@ def colliding_topic(name: str, existing: Iterable[str]) -> str | None:
 
 
 def broker_scope(broker: Broker, name: str, *, describe: bool) -> str:
-    """The dynamic-config scope of BROKER resource ``name``: "" or this node's id."""
+    """The dynamic-config scope of BROKER resource ``name``: "", this node's id, or (to
+    alter, on the controller) any registered broker's."""
     if not name:
         return ""
     if not _JAVA_INT.fullmatch(name):
         what = "Broker" if describe else "Node"
         raise InvalidRequest(f"{what} id must be an integer, but it is: {name}")
+    if not describe and int(name) in broker.metadata.brokers:
+        return str(int(name))  # on the controller: any registered broker's scope
     if int(name) != broker.node_id:
         tail = " or empty string," if describe else ","
         raise InvalidRequest(
@@ -378,7 +382,9 @@ def check_config_list(names: list[str], nulls: list[str]) -> None:
 Compute = Callable[[dict[str, str]], dict[str, str]]
 
 
-def alter_topic(broker: Broker, name: str, compute: Compute, *, validate_only: bool) -> None:
+def alter_topic(
+    broker: Broker, changes: Changes, name: str, compute: Compute, *, validate_only: bool
+) -> None:
     """Replace topic ``name``'s overrides by ``compute(current)`` once they validate."""
     if not name:
         raise InvalidRequest("Default topic resources are not allowed.")
@@ -390,18 +396,19 @@ def alter_topic(broker: Broker, name: str, compute: Compute, *, validate_only: b
     if info is None:
         raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
     if not validate_only and updated != current:
-        broker.metadata.set_configs(name, updated)
+        changes.set_topic_configs(name, updated)
 
 
-def alter_broker(broker: Broker, name: str, compute: Compute, *, validate_only: bool) -> None:
+def alter_broker(
+    broker: Broker, changes: Changes, name: str, compute: Compute, *, validate_only: bool
+) -> None:
     """Replace the dynamic configs of BROKER resource ``name`` ("" or this node)."""
     scope = broker_scope(broker, name, describe=False)
     current = dict(broker.metadata.broker_configs.get(scope, {}))
     updated = compute(current)
     validate_broker_configs(updated)
     if not validate_only and updated != current:
-        broker.metadata.set_broker_configs(scope, updated)
-        broker.apply_dynamic_configs()
+        changes.set_broker_configs(scope, updated)
 
 
 def unsupported_resource(resource_type: int) -> InvalidRequest:
@@ -415,11 +422,26 @@ def unsupported_resource(resource_type: int) -> InvalidRequest:
 def alter_each(
     ctx: Any,
     request: Any,
-    alter: Callable[[Any, Any], None],
+    alter: Callable[[Any, Any, Changes], None],
     response_name: str,
 ) -> Any:
-    """The answer of AlterConfigs / IncrementalAlterConfigs: ``alter(ctx, resource)`` for
-    each resource, a per-resource error code, repeated resources refused."""
+    """The answer of AlterConfigs / IncrementalAlterConfigs, decided on the active
+    controller: ``alter(ctx, resource, changes)`` for each resource, a per-resource error
+    code, repeated resources refused."""
+    from dataplane.handlers._controller import via_controller
+
+    return via_controller(
+        ctx, request, lambda c, req, changes: _alter_all(c, req, alter, changes, response_name)
+    )
+
+
+def _alter_all(
+    ctx: Any,
+    request: Any,
+    alter: Callable[[Any, Any, Changes], None],
+    changes: Changes,
+    response_name: str,
+) -> Any:
     repeated = duplicates((r.resource_type, r.resource_name) for r in request.resources)
     responses: list[Any] = []
     for resource in request.resources:
@@ -427,7 +449,7 @@ def alter_each(
         try:
             if (resource.resource_type, resource.resource_name) in repeated:
                 raise InvalidRequest("Each resource must appear at most once.")
-            alter(ctx, resource)
+            alter(ctx, resource, changes)
         except (BrokerError, OSError) as error:
             exc = error
         responses.append(

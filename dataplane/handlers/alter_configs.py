@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from dataplane.cluster.changes import Changes
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import ResourceType
 from dataplane.handlers.context import RequestContext
@@ -25,12 +26,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return _configs.alter_each(
         ctx,
         request,
-        lambda c, resource: _alter(c, resource, validate_only=request.validate_only),
+        lambda c, resource, changes: _alter(
+            c, resource, changes, validate_only=request.validate_only
+        ),
         "AlterConfigsResponse",
     )
 
 
-def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, resource: Any, changes: Changes, *, validate_only: bool) -> None:
     names = [c.name for c in resource.configs]
     _configs.check_config_list(names, [c.name for c in resource.configs if c.value is None])
     replacement = {c.name: c.value for c in resource.configs}
@@ -40,9 +43,9 @@ def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
 
     kind, name = resource.resource_type, resource.resource_name
     if kind == ResourceType.TOPIC:
-        _configs.alter_topic(ctx.broker, name, compute, validate_only=validate_only)
+        _configs.alter_topic(ctx.broker, changes, name, compute, validate_only=validate_only)
     elif kind == ResourceType.BROKER:
-        _configs.alter_broker(ctx.broker, name, compute, validate_only=validate_only)
+        _configs.alter_broker(ctx.broker, changes, name, compute, validate_only=validate_only)
     else:
         raise _configs.unsupported_resource(kind)
     if not validate_only:

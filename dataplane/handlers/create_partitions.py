@@ -18,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.cluster.changes import Changes
 from dataplane.errors import (
     BrokerError,
     InvalidPartitions,
@@ -28,6 +29,7 @@ from dataplane.errors import (
     error_code_for,
     error_message_for,
 )
+from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
 from dataplane.handlers.create_topics import check_assignment
 
@@ -37,6 +39,20 @@ log = logging.getLogger(__name__)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    image = ctx.broker.metadata
+    wanted = {t.name: t.count for t in request.topics}
+
+    def grown(response: Any) -> bool:
+        return all(
+            r.name not in image.topics or image.topics[r.name].partitions >= wanted[r.name]
+            for r in response.results
+            if r.error_code == ErrorCode.none
+        )
+
+    return via_controller(ctx, request, _decide, None if request.validate_only else grown)
+
+
+def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
     counts = Counter(t.name for t in request.topics)
     results: list[Any] = []
     duplicate = InvalidRequest("Duplicate topic name.")
@@ -46,14 +62,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if counts[topic.name] > 1:
             continue
         try:
-            _grow(ctx, topic, validate_only=request.validate_only)
+            _grow(ctx, topic, changes, validate_only=request.validate_only)
             results.append(_result(ctx, topic.name, None))
         except (BrokerError, OSError) as exc:
             results.append(_result(ctx, topic.name, exc))
     return ctx.make("CreatePartitionsResponse", throttle_time=ZERO, results=tuple(results))
 
 
-def _grow(ctx: RequestContext, topic: Any, *, validate_only: bool) -> None:
+def _grow(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only: bool) -> None:
     broker = ctx.broker
     info = broker.metadata.topics.get(topic.name)
     if info is None:
@@ -83,7 +99,12 @@ def _grow(ctx: RequestContext, topic: Any, *, validate_only: bool) -> None:
             f"Number of partitions {count} exceeds max.partitions.per.topic={limit}."
         )
     if not validate_only:
-        broker.add_partitions(info.name, count)
+        assignment = (
+            None
+            if topic.assignments is None
+            else [[int(b) for b in a.broker_ids] for a in topic.assignments]
+        )
+        changes.add_partitions(info.name, count, assignment)
         log.info("topic %s grown from %d to %d partitions", info.name, current, count)
 
 

@@ -4,7 +4,7 @@ Checks, in Kafka's order: duplicate names in the request (INVALID_REQUEST, liste
 more than 10000 partitions in the whole request (POLICY_VIOLATION for every topic), the
 name (INVALID_TOPIC_EXCEPTION, also for '.'/'_' collisions), existence
 (TOPIC_ALREADY_EXISTS), configs (INVALID_CONFIG naming the key), then the partition
-layout: a manual assignment (only this broker can hold replicas), or a partition count
+layout: a manual assignment (registered brokers only), or a partition count
 and replication factor where -1 means the broker default (num.partitions,
 default.replication.factor). ``validate_only`` runs every check and creates nothing.
 v5+ answers carry the partition count, replication factor and every config of the topic.
@@ -20,11 +20,13 @@ import datetime
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.cluster.changes import Changes
 from dataplane.errors import (
     BrokerError,
     InvalidPartitions,
@@ -38,6 +40,7 @@ from dataplane.errors import (
     error_message_for,
 )
 from dataplane.handlers import _configs
+from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 19
@@ -51,12 +54,24 @@ log = logging.getLogger(__name__)
 class _Plan:
     partitions: int
     replication_factor: int
+    assignment: list[list[int]] | None = None
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     if not request.validate_only and _pending_removals(ctx, request):
         return _after_removals(ctx, request)
-    return _create_all(ctx, request)
+    return via_controller(ctx, request, _create_all, _settled(ctx))
+
+
+def _settled(ctx: RequestContext) -> Callable[[Any], bool]:
+    image = ctx.broker.metadata
+
+    def created(response: Any) -> bool:
+        return all(
+            t.name in image.topics for t in response.topics if t.error_code == ErrorCode.none
+        )
+
+    return created
 
 
 def _pending_removals(ctx: RequestContext, request: Any) -> list[asyncio.Task[None]]:
@@ -67,10 +82,10 @@ def _pending_removals(ctx: RequestContext, request: Any) -> list[asyncio.Task[No
 async def _after_removals(ctx: RequestContext, request: Any) -> Any:
     while pending := _pending_removals(ctx, request):
         await asyncio.gather(*pending, return_exceptions=True)
-    return _create_all(ctx, request)
+    return await via_controller(ctx, request, _create_all, _settled(ctx))
 
 
-def _create_all(ctx: RequestContext, request: Any) -> Any:
+def _create_all(ctx: RequestContext, request: Any, changes: Changes) -> Any:
     counts = Counter(t.name for t in request.topics)
     unique = [t for t in request.topics if counts[t.name] == 1]
     results: list[Any] = []
@@ -80,7 +95,7 @@ def _create_all(ctx: RequestContext, request: Any) -> Any:
     else:
         for topic in unique:
             try:
-                results.append(_create(ctx, topic, validate_only=request.validate_only))
+                results.append(_create(ctx, topic, changes, validate_only=request.validate_only))
             except BrokerError as exc:
                 results.append(_error(ctx, topic.name, exc))
             except OSError as exc:
@@ -100,7 +115,7 @@ def _requested_partitions(ctx: RequestContext, topic: Any) -> int:
     return max(topic.num_partitions, 0)
 
 
-def _create(ctx: RequestContext, topic: Any, *, validate_only: bool) -> Any:
+def _create(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only: bool) -> Any:
     broker = ctx.broker
     name: str = topic.name
     _configs.check_topic_name(name)
@@ -112,7 +127,7 @@ def _create(ctx: RequestContext, topic: Any, *, validate_only: bool) -> Any:
     configs: dict[str, str | None] = {c.name: c.value for c in topic.configs}
     _configs.validate_topic_configs(configs)
     overrides = {k: v for k, v in configs.items() if v is not None}
-    plan = _plan(ctx, topic)
+    plan = _plan(ctx, topic, changes)
     limit = int(broker.config["max.partitions.per.topic"])
     if plan.partitions > limit:
         raise InvalidPartitions(
@@ -121,8 +136,11 @@ def _create(ctx: RequestContext, topic: Any, *, validate_only: bool) -> Any:
     if validate_only:
         topic_id = uuid.uuid4()  # as Kafka: validate-only answers carry a fresh id too
     else:
-        info = broker.create_topic(name, plan.partitions, plan.replication_factor, overrides)
-        topic_id = info.topic_id
+        topic_id = uuid.UUID(
+            changes.create_topic(
+                name, plan.partitions, plan.replication_factor, overrides, plan.assignment
+            )
+        )
         log.info(
             "created topic %s (%s) with %d partition(s) and configs %s",
             name,
@@ -158,7 +176,7 @@ def _create(ctx: RequestContext, topic: Any, *, validate_only: bool) -> Any:
     )
 
 
-def _plan(ctx: RequestContext, topic: Any) -> _Plan:
+def _plan(ctx: RequestContext, topic: Any, changes: Changes) -> _Plan:
     """Partition count and replication factor, or the Kafka error for the request's."""
     config = ctx.broker.config
     if topic.assignments:
@@ -173,6 +191,7 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
             )
         seen: set[int] = set()
         replicas: int | None = None
+        lists: dict[int, list[int]] = {}
         for assignment in topic.assignments:
             if assignment.partition_index in seen:
                 raise InvalidReplicaAssignment(
@@ -182,11 +201,12 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
             seen.add(assignment.partition_index)
             check_assignment(ctx, list(assignment.broker_ids), replicas)
             replicas = len(assignment.broker_ids)
+            lists[assignment.partition_index] = [int(b) for b in assignment.broker_ids]
         if seen != set(range(len(seen))):
             raise InvalidReplicaAssignment(
                 "partitions should be a consecutive 0-based integer sequence"
             )
-        return _Plan(len(seen), replicas or 1)
+        return _Plan(len(seen), replicas or 1, [lists[p] for p in range(len(seen))])
     if topic.replication_factor < -1 or topic.replication_factor == 0:
         raise InvalidReplicationFactor(
             "Replication factor must be larger than 0, or -1 to use the default value."
@@ -199,7 +219,7 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
     factor = topic.replication_factor
     if factor == -1:
         factor = int(config["default.replication.factor"])
-    brokers = 1
+    brokers = len(changes.image.live_brokers())
     if factor > brokers:
         raise InvalidReplicationFactor(
             f"Unable to replicate the partition {factor} time(s): The target replication "
@@ -210,14 +230,14 @@ def _plan(ctx: RequestContext, topic: Any) -> _Plan:
 
 
 def check_assignment(ctx: RequestContext, broker_ids: list[int], replicas: int | None) -> None:
-    """Kafka's validateManualPartitionAssignment; this broker is the only one registered."""
+    """Kafka's validateManualPartitionAssignment against the registered brokers."""
     if not broker_ids:
         raise InvalidReplicaAssignment(
             "The manual partition assignment includes an empty replica list."
         )
     previous: int | None = None
     for broker_id in sorted(broker_ids):
-        if broker_id != ctx.broker.node_id:
+        if broker_id not in ctx.broker.metadata.brokers:
             raise InvalidReplicaAssignment(
                 f"The manual partition assignment includes broker {broker_id}, but no such "
                 "broker is registered."

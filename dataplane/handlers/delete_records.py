@@ -66,7 +66,7 @@ def _delete(ctx: RequestContext, name: str, partition: int, offset: int) -> int:
         raise InvalidTopic(f"Cannot delete records of internal topic {name}")
     if name not in broker.metadata.topics:
         raise UnknownTopicOrPartition(f"unknown topic {name!r}")
-    plog = broker.logs.get(name, partition)
+    plog = broker.replicas.leader(name, partition).plog
     if "delete" not in broker.logs.topic_config(name, "cleanup.policy"):
         raise PolicyViolation(
             f"Records of partition {plog.name} can not be deleted due to the configured policy"

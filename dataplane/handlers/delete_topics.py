@@ -14,15 +14,15 @@ Apache Kafka 4.x deletes them when asked.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.cluster.changes import Changes
 from dataplane.errors import (
     BrokerError,
     InvalidRequest,
@@ -34,6 +34,7 @@ from dataplane.errors import (
     error_message_for,
 )
 from dataplane.handlers._configs import duplicates
+from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 20
@@ -49,10 +50,20 @@ class _Result:
     name: str | None
     topic_id: uuid.UUID | None
     error: BaseException | None = None
-    removal: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    image = ctx.broker.metadata
+
+    def deleted(response: Any) -> bool:
+        return all(
+            r.name not in image.topics for r in response.responses if r.error_code == ErrorCode.none
+        )
+
+    return via_controller(ctx, request, _decide, deleted)
+
+
+def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
     wanted = _wanted(ctx, request)
     if not ctx.broker.config["delete.topic.enable"]:
         refusal: BrokerError = (
@@ -61,11 +72,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else TopicDeletionDisabled("Topic deletion is disabled.")
         )
         return _response(ctx, [_Result(n, i, refusal) for n, i in wanted])
-    results = _delete(ctx, wanted)
-    removals = [r for r in results if r.removal is not None]
-    if not removals:
-        return _response(ctx, results)
-    return _await_removals(ctx, results, removals)
+    return _response(ctx, _delete(ctx, wanted, changes))
 
 
 def _wanted(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
@@ -75,7 +82,7 @@ def _wanted(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UU
 
 
 def _delete(
-    ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]]
+    ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]], changes: Changes
 ) -> list[_Result]:
     broker = ctx.broker
     topics = broker.metadata.topics
@@ -121,23 +128,10 @@ def _delete(
             result.error = InvalidTopic(f"Cannot delete internal topic {info.name}")
             continue
         try:
-            result.removal = broker.delete_topic(info.name)
+            changes.delete_topic(broker.topic_removals, info.name)
         except (BrokerError, OSError) as exc:
             result.error = exc
     return results
-
-
-async def _await_removals(
-    ctx: RequestContext, results: list[_Result], removals: list[_Result]
-) -> Any:
-    outcomes = await asyncio.gather(
-        *(r.removal for r in removals if r.removal is not None), return_exceptions=True
-    )
-    for result, outcome in zip(removals, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
-            log.error("removing the partitions of %s failed: %s", result.name, outcome)
-            result.error = outcome
-    return _response(ctx, results)
 
 
 def _response(ctx: RequestContext, results: list[_Result]) -> Any:

@@ -46,25 +46,28 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             f"type {ENDPOINT_NAMES[endpoint]}",
         )
     broker = ctx.broker
-    host, port = broker.advertised
+    image = broker.metadata
+    brokers = tuple(
+        ctx.make(
+            "DescribeClusterBroker",
+            broker_id=b.broker_id,
+            host=b.host,
+            port=b.port,
+            rack=None,
+            is_fenced=b.fenced,
+        )
+        for _, b in sorted(image.brokers.items())
+        if not b.fenced or getattr(request, "include_fenced_brokers", False)
+    )
     return ctx.make(
         "DescribeClusterResponse",
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=BROKERS,
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(
-            ctx.make(
-                "DescribeClusterBroker",
-                broker_id=broker.node_id,
-                host=host,
-                port=port,
-                rack=None,
-                is_fenced=False,
-            ),
-        ),
+        cluster_id=image.cluster_id,
+        controller_id=broker.cluster.controller_id,
+        brokers=brokers,
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if request.include_cluster_authorized_operations
         else NOT_REQUESTED,

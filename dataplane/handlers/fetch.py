@@ -1,10 +1,13 @@
 """Fetch (1): serve stored batches from a fetch offset, long-polling for min_bytes.
 
-The handler reads once; if fewer than ``min_bytes`` are ready it waits, up to
-``max_wait``, for an append to any requested partition and reads again. It runs as its own
-task, so a waiting fetch never holds back other requests on the connection. Fetch
-sessions (KIP-227) are not kept: the answer's session id is 0, which tells clients to
-send full fetch requests.
+Only a partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH for a client whose leader epoch is older / newer). Consumers read up
+to the high watermark; a follower (``replica_id`` >= 0) reads up to the log end, and its
+fetch offset tells the leader how far it has replicated. The handler reads once; if fewer
+than ``min_bytes`` are ready it waits, up to ``max_wait``, for an append to any requested
+partition and reads again. It runs as its own task, so a waiting fetch never holds back
+other requests on the connection. Fetch sessions (KIP-227) are not kept: the answer's
+session id is 0, which tells clients to send full fetch requests.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class _Wanted:
     max_bytes: int
     plog: PartitionLog | None
     error: ErrorCode
+    replica: bool = False
+    """A follower's fetch: reads up to the log end, not the high watermark."""
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -72,8 +77,17 @@ async def _long_poll(
             future.cancel()
 
 
+def _replica_id(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
 def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
     broker = ctx.broker
+    replica_id = _replica_id(request)
+    now = time.monotonic()
     wanted: list[_Wanted] = []
     for topic in request.topics:
         name = getattr(topic, "topic", None)
@@ -89,11 +103,27 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
             plog = None
             perr = error
             if perr is ErrorCode.none:
-                plog = broker.logs.logs.get((name, p.partition))  # type: ignore[arg-type]
-                if plog is None:
-                    perr = ErrorCode.unknown_topic_or_partition
+                try:
+                    part = broker.replicas.leader(
+                        name,  # type: ignore[arg-type]
+                        p.partition,
+                        getattr(p, "current_leader_epoch", -1),
+                    )
+                    plog = part.plog
+                    if replica_id >= 0:
+                        part.record_follower_fetch(replica_id, p.fetch_offset, now)
+                except BrokerError as exc:
+                    perr = error_code_for(exc)
             wanted.append(
-                _Wanted(topic, p.partition, p.fetch_offset, p.partition_max_bytes, plog, perr)
+                _Wanted(
+                    topic,
+                    p.partition,
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    plog,
+                    perr,
+                    replica_id >= 0,
+                )
             )
     return wanted
 
@@ -112,7 +142,12 @@ def _read_all(
             results.append((ErrorCode.none, b""))
             continue
         try:
-            data = w.plog.read(w.offset, max(budget, 1))
+            plog = w.plog
+            upper = plog.log_end_offset if w.replica else plog.high_watermark
+            if w.offset > upper and not w.replica and w.offset <= plog.log_end_offset:
+                data: bytes | memoryview = b""  # beyond the high watermark: nothing yet
+            else:
+                data = plog.read(w.offset, max(budget, 1), upper=upper)
         except BrokerError as exc:
             results.append((error_code_for(exc), b""))
             continue

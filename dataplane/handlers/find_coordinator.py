@@ -6,12 +6,14 @@ Transaction coordinators (key type 1) are not running yet: COORDINATOR_NOT_AVAIL
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from dataplane.errors import BrokerError, error_code_for
 from dataplane.groups.api import DEFAULT_MESSAGES, ZERO, coordinator_of
+from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 10
@@ -24,6 +26,22 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", 0))
+    if key_type == 0 and OFFSETS_TOPIC not in ctx.broker.metadata.topics:
+        return _after_creating_offsets_topic(ctx, request)
+    return _answer(ctx, request, key_type)
+
+
+async def _after_creating_offsets_topic(ctx: RequestContext, request: Any) -> Any:
+    """The first FindCoordinator creates ``__consumer_offsets`` (as Kafka does)."""
+    groups = ctx.broker.groups
+    if groups is not None:
+        with contextlib.suppress(BrokerError, OSError, TimeoutError):
+            await groups.storage.ensure_topic()
+            await ctx.broker.await_topic(OFFSETS_TOPIC)
+    return _answer(ctx, request, 0)
+
+
+def _answer(ctx: RequestContext, request: Any, key_type: int) -> Any:
     if ctx.api_version >= BATCHED_VERSION:
         return ctx.make(
             "FindCoordinatorResponse",

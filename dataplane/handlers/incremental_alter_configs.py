@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from dataplane.cluster.changes import Changes
 from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from dataplane.errors import InvalidRequest
 from dataplane.handlers import _configs
@@ -29,12 +30,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return _configs.alter_each(
         ctx,
         request,
-        lambda c, resource: _alter(c, resource, validate_only=request.validate_only),
+        lambda c, resource, changes: _alter(
+            c, resource, changes, validate_only=request.validate_only
+        ),
         "IncrementalAlterConfigsResponse",
     )
 
 
-def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, resource: Any, changes: Changes, *, validate_only: bool) -> None:
     configs = resource.configs
     nulls = [c.name for c in configs if c.value is None and c.config_operation != AlterOp.DELETE]
     _configs.check_config_list([c.name for c in configs], nulls)
@@ -46,6 +49,7 @@ def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
     if kind == ResourceType.TOPIC:
         _configs.alter_topic(
             ctx.broker,
+            changes,
             name,
             lambda current: _configs.apply_ops(current, ops, TOPIC_CONFIGS),
             validate_only=validate_only,
@@ -53,6 +57,7 @@ def _alter(ctx: RequestContext, resource: Any, *, validate_only: bool) -> None:
     elif kind == ResourceType.BROKER:
         _configs.alter_broker(
             ctx.broker,
+            changes,
             name,
             lambda current: _configs.apply_ops(current, ops, BROKER_CONFIGS),
             validate_only=validate_only,

@@ -11,6 +11,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.cluster.changes import Changes
+from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 22
@@ -37,10 +39,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             producer_id=existing,
             producer_epoch=epoch + 1,
         )
+    return via_controller(ctx, request, _allocate)
+
+
+def _allocate(ctx: RequestContext, request: Any, changes: Changes) -> Any:
+    """On the active controller: a fresh producer id, committed before it is handed out."""
     return ctx.make(
         "InitProducerIdResponse",
         throttle_time=ZERO,
         error_code=ErrorCode.none,
-        producer_id=ctx.broker.metadata.allocate_producer_id(),
+        producer_id=changes.allocate_producer_id(),
         producer_epoch=0,
     )

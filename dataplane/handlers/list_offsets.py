@@ -1,4 +1,7 @@
-"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
+
+Answered by the partition's leader only; "latest" is the high watermark.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +24,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for p in topic.partitions:
             try:
-                plog = ctx.broker.logs.get(topic.name, p.partition_index)
+                part = ctx.broker.replicas.leader(
+                    topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1)
+                )
+                plog = part.plog
                 offset, timestamp = _lookup(plog, p.timestamp)
                 partitions.append(
                     ctx.make(
@@ -31,7 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                         timestamp=timestamp,
                         offset=offset,
                         old_style_offsets=(offset,),
-                        leader_epoch=plog.leader_epoch,
+                        leader_epoch=part.leader_epoch,
                     )
                 )
             except BrokerError as exc:

@@ -1,4 +1,10 @@
-"""Metadata (3): brokers, controller, topics with ids, partitions and leaders."""
+"""Metadata (3): brokers, controller, topics with ids, partitions and leaders.
+
+Everything comes from this broker's metadata image: the live (unfenced) brokers, each
+partition's leader, leader epoch, replicas, ISR and offline replicas (fenced ones). A
+partition without a leader is LEADER_NOT_AVAILABLE. Unknown topics are auto-created
+through the controller when ``auto.create.topics.enable`` allows it.
+"""
 
 from __future__ import annotations
 
@@ -23,12 +29,42 @@ TOPIC_OPERATIONS = 3576  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONF
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    host, port = broker.advertised
-    brokers = (ctx.make("MetadataResponseBroker", node_id=broker.node_id, host=host, port=port),)
     requested = request.topics
     if ctx.api_version == 0 and not requested:
         requested = None  # v0: an empty list means all topics
+    missing: list[str] = []
+    if requested is not None and getattr(request, "allow_auto_topic_creation", True):
+        topics = ctx.broker.metadata.topics
+        missing = [w.name for w in requested if getattr(w, "name", None) and w.name not in topics]
+    if missing and ctx.broker.config["auto.create.topics.enable"]:
+        return _after_auto_create(ctx, request, requested, missing)
+    return _answer(ctx, request, requested, {})
+
+
+async def _after_auto_create(
+    ctx: RequestContext, request: Any, requested: Any, missing: list[str]
+) -> Any:
+    errors: dict[str, ErrorCode] = {}
+    for name in dict.fromkeys(missing):
+        try:
+            await ctx.broker.auto_create(name)
+        except BrokerError as exc:
+            errors[name] = error_code_for(exc)
+    return _answer(ctx, request, requested, errors)
+
+
+def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str, ErrorCode]) -> Any:
+    broker = ctx.broker
+    image = broker.metadata
+    brokers = tuple(
+        ctx.make("MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port)
+        for b in image.live_brokers()
+    )
+    if not brokers:  # not registered yet (the listener opens after registration)
+        host, port = broker.advertised
+        brokers = (
+            ctx.make("MetadataResponseBroker", node_id=broker.node_id, host=host, port=port),
+        )
     topic_ops = (
         TOPIC_OPERATIONS
         if getattr(request, "include_topic_authorized_operations", False)
@@ -36,14 +72,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     topics: list[Any] = []
     if requested is None:
-        topics = [_topic(ctx, info, topic_ops) for info in broker.metadata.topics.values()]
+        topics = [_topic(ctx, info, topic_ops) for info in image.topics.values()]
     else:
-        allow_auto = getattr(request, "allow_auto_topic_creation", True)
         for wanted in requested:
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id not in (None, ZERO_UUID):
-                info = broker.metadata.topics_by_id.get(topic_id)
+                info = image.topics_by_id.get(topic_id)
                 if info is None:
                     topics.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, topic_id))
                 else:
@@ -51,15 +86,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 continue
             if name is None:
                 continue
-            info = broker.metadata.topics.get(name)
-            if info is None and allow_auto:
-                try:
-                    info = broker.auto_create(name)
-                except BrokerError as exc:
-                    topics.append(_error_topic(ctx, name, error_code_for(exc)))
-                    continue
+            info = image.topics.get(name)
             if info is None:
-                topics.append(_error_topic(ctx, name, ErrorCode.unknown_topic_or_partition))
+                code = errors.get(name, ErrorCode.unknown_topic_or_partition)
+                topics.append(_error_topic(ctx, name, code))
             else:
                 topics.append(_topic(ctx, info, topic_ops))
     cluster_ops = (
@@ -71,8 +101,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         "MetadataResponse",
         throttle_time=ZERO,
         brokers=brokers,
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        cluster_id=image.cluster_id,
+        controller_id=broker.cluster.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=cluster_ops,
         error_code=ErrorCode.none,
@@ -80,29 +110,34 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _topic(ctx: RequestContext, info: TopicInfo, operations: int) -> Any:
-    node = ctx.broker.node_id
-    partitions = tuple(
-        ctx.make(
-            "MetadataResponsePartition",
-            error_code=ErrorCode.none,
-            partition_index=p,
-            leader_id=node,
-            leader_epoch=ctx.broker.logs.get(info.name, p).leader_epoch
-            if (info.name, p) in ctx.broker.logs.logs
-            else 0,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
-            offline_replicas=(),
+    image = ctx.broker.metadata
+    parts: list[Any] = []
+    for p in range(info.partitions):
+        state = image.partitions.get((info.name, p))
+        if state is None:
+            continue
+        offline = tuple(
+            b for b in state.replicas if b not in image.brokers or image.brokers[b].fenced
         )
-        for p in range(info.partitions)
-    )
+        parts.append(
+            ctx.make(
+                "MetadataResponsePartition",
+                error_code=ErrorCode.none if state.leader >= 0 else ErrorCode.leader_not_available,
+                partition_index=p,
+                leader_id=state.leader,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=state.replicas,
+                isr_nodes=state.isr,
+                offline_replicas=offline,
+            )
+        )
     return ctx.make(
         "MetadataResponseTopic",
         error_code=ErrorCode.none,
         name=info.name,
         topic_id=info.topic_id,
         is_internal=info.internal,
-        partitions=partitions,
+        partitions=tuple(parts),
         topic_authorized_operations=operations,
     )
 

@@ -1,5 +1,11 @@
-"""OffsetForLeaderEpoch (23): the end offset of a leader epoch (consumers validate
-their position with it after a leader change)."""
+"""OffsetForLeaderEpoch (23): where the leader's log for an epoch ends.
+
+Consumers validate their position with it after a leader change; followers use it to find
+where their log diverges from the leader's and truncate there. The answer is Kafka's: for
+the leader's current epoch its log end; for an older one the start of the next larger
+epoch in the leader-epoch cache (with the largest epoch not above the requested one); -1
+for an epoch before the first the log knows. Only the leader answers.
+"""
 
 from __future__ import annotations
 
@@ -21,12 +27,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for p in topic.partitions:
             try:
-                plog = ctx.broker.logs.get(topic.topic, p.partition)
-                current = plog.leader_epoch
-                if p.leader_epoch > current:
-                    epoch, end = -1, -1
-                else:
-                    epoch, end = current, plog.log_end_offset
+                part = ctx.broker.replicas.leader(
+                    topic.topic, p.partition, getattr(p, "current_leader_epoch", -1)
+                )
+                epoch, end = part.plog.end_offset_for_epoch(p.leader_epoch)
                 partitions.append(
                     ctx.make(
                         "EpochEndOffset",

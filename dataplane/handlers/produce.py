@@ -1,7 +1,11 @@
 """Produce (0): validate record batches, append them, acknowledge per the acks setting.
 
-acks=0 gets no response at all (as Kafka). With ``log.flush.policy=fsync`` the answer
-to acks=1/-1 waits for the fsync round that covers the write.
+Only the partition's leader takes writes (NOT_LEADER_OR_FOLLOWER elsewhere). acks=0 gets
+no response at all (as Kafka); acks=1 is answered once the leader has the write; acks=-1
+(all) is refused with NOT_ENOUGH_REPLICAS when the ISR is smaller than
+``min.insync.replicas`` and answered once the high watermark covers the write, i.e. every
+ISR member has it (REQUEST_TIMED_OUT after the request's timeout). With
+``log.flush.policy=fsync`` the answer also waits for the fsync round that covers the write.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from dataplane.errors import (
     BrokerError,
     CorruptRecord,
     UnknownTopicId,
-    UnknownTopicOrPartition,
     error_code_for,
     error_message_for,
 )
@@ -26,6 +29,7 @@ from dataplane.log.partition_log import AppendResult
 from dataplane.protocol.codec import EncodedResponse
 from dataplane.protocol.produce_response import encode_success
 from dataplane.protocol.record_batch import validate_batches
+from dataplane.replication.partition import Partition
 
 API_KEY = 0
 ZERO = datetime.timedelta(0)
@@ -33,12 +37,39 @@ log = logging.getLogger(__name__)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    if broker.config["auto.create.topics.enable"]:
+        topics = broker.metadata.topics
+        missing = [
+            t.name for t in request.topic_data if getattr(t, "name", None) and t.name not in topics
+        ]
+        if missing:
+            return _after_auto_create(ctx, request, missing)
+    return _append(ctx, request)
+
+
+async def _after_auto_create(ctx: RequestContext, request: Any, missing: list[str]) -> Any:
+    """Topics are created (auto.create.topics.enable) before the write, as Metadata does."""
+    for name in dict.fromkeys(missing):
+        try:
+            await ctx.broker.auto_create(name)
+        except BrokerError as exc:
+            log.info("auto-creating %s for a produce request failed: %s", name, exc)
+    response = _append(ctx, request)
+    if hasattr(response, "__await__"):
+        response = await response
+    return response
+
+
+def _append(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     broker = ctx.broker
     fsync = broker.logs.fsync_on_append and acks != 0
     pending: list[asyncio.Future[None]] = []
+    replicated: list[tuple[list[tuple[int, Any]], int, asyncio.Future[None]]] = []
     results: list[tuple[Any, list[tuple[int, AppendResult | BaseException]]]] = []
     failed = False
+    timeout = max(request.timeout.total_seconds(), 0.001)
     for topic_data in request.topic_data:
         name: str | None = getattr(topic_data, "name", None)
         topic_id = getattr(topic_data, "topic_id", None)
@@ -47,13 +78,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 if acks not in (0, 1, -1):
                     raise _invalid_acks(acks)
-                plog = _resolve(ctx, name, topic_id, pdata.index)
+                part = _resolve(ctx, name, topic_id, pdata.index)
+                plog = part.plog
+                min_isr = 1
+                if acks == -1:
+                    min_isr = int(broker.logs.topic_config(plog.topic, "min.insync.replicas"))
+                    part.check_min_isr(min_isr)
                 data = pdata.records
                 if data is None:
                     raise CorruptRecord("produce request has null records")
                 result = plog.append(data, validate_batches(data))
                 if fsync and not result.duplicate:
                     pending.append(broker.logs.sync(plog))
+                part.maybe_advance_high_watermark()
+                if acks == -1 and plog.high_watermark <= result.last_offset:
+                    waiting = part.wait_replicated(result.last_offset + 1, timeout, min_isr)
+                    replicated.append((partitions, len(partitions), waiting))
                 partitions.append((pdata.index, result))
             except BrokerError as exc:
                 partitions.append((pdata.index, exc))
@@ -65,10 +105,31 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         results.append((topic_data, partitions))
     if acks == 0:
         return None
+    if replicated:
+        return _after_replication(ctx, pending, replicated, results)
     response = _response(ctx, results) if failed else _fast_response(ctx, results)
     if not pending:
         return response
     return _after_fsync(ctx, pending, results, response)
+
+
+async def _after_replication(
+    ctx: RequestContext,
+    pending: list[asyncio.Future[None]],
+    replicated: list[tuple[list[tuple[int, Any]], int, asyncio.Future[None]]],
+    results: list[tuple[Any, list[tuple[int, Any]]]],
+) -> Any:
+    """acks=all: answer once the ISR has every write (and the fsync round, if any)."""
+    for partitions, position, waiting in replicated:
+        try:
+            await waiting
+        except BrokerError as exc:
+            partitions[position] = (partitions[position][0], exc)
+    failed = any(isinstance(r, BaseException) for _, parts in results for _, r in parts)
+    response = _response(ctx, results) if failed else _fast_response(ctx, results)
+    if not pending:
+        return response
+    return await _after_fsync(ctx, pending, results, response)
 
 
 def _fast_response(
@@ -108,16 +169,15 @@ def _invalid_acks(acks: int) -> BrokerError:
     return InvalidRequiredAcks(f"acks must be -1, 0 or 1, got {acks}")
 
 
-def _resolve(ctx: RequestContext, name: str | None, topic_id: Any, partition: int) -> Any:
+def _resolve(ctx: RequestContext, name: str | None, topic_id: Any, partition: int) -> Partition:
+    """The partition, if this broker leads it (as Kafka, Produce never creates topics)."""
     broker = ctx.broker
     if name is None:
         info = broker.metadata.topics_by_id.get(topic_id)
         if info is None:
             raise UnknownTopicId(f"unknown topic id {topic_id}")
         name = info.name
-    elif name not in broker.metadata.topics and broker.auto_create(name) is None:
-        raise UnknownTopicOrPartition(f"unknown topic {name!r}")
-    return broker.logs.get(name, partition)
+    return broker.replicas.leader(name, partition)
 
 
 def _ok(ctx: RequestContext, index: int, result: AppendResult) -> Any:

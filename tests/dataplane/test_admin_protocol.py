@@ -387,6 +387,8 @@ def test_delete_topics_by_id_and_bad_references(broker: BrokerProcess) -> None:
 
 def test_internal_topics_are_protected(broker: BrokerProcess) -> None:
     offsets = "__consumer_offsets"
+    f = Req(10, 4)  # FindCoordinator creates the offsets topic, as in Kafka
+    call(broker.bootstrap, f.FindCoordinatorRequest(key_type=0, coordinator_keys=("g",)))
     response = call(broker.bootstrap, delete_topics_request(6, offsets))
     assert response.responses[0].error_code == ErrorCode.invalid_topic_exception
     r = Req(CREATE_PARTITIONS, 3)

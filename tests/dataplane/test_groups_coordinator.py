@@ -56,6 +56,9 @@ async def start_broker(tmp_path: Path) -> AsyncIterator[BrokerFactory]:
         broker = Broker(config)
         await broker.start()
         started.append(broker)
+        assert broker.groups is not None
+        await broker.groups.storage.ensure_topic()  # as the first FindCoordinator does
+        await broker.await_topic("__consumer_offsets")
         return broker
 
     yield factory

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from dataplane.cluster import records
+from dataplane.cluster.image import MetadataImage
 from dataplane.config import BrokerConfig
 from dataplane.log.housekeeping import housekeeping_loop
 from dataplane.log.manager import LogManager
 from dataplane.log.segment import segment_name
-from dataplane.metadata import MetadataStore
 from tests.dataplane.test_log_partition import fill, open_log, produce, read_all
 
 NOW = 10_000_000
@@ -153,11 +154,20 @@ async def test_housekeeping_applies_retention_and_rolls(tmp_path: Path) -> None:
             "log.segment.delete.delay.ms": "0",
         },
     )
-    metadata = MetadataStore(tmp_path, node_id=1)
+    metadata = MetadataImage(node_id=1, cluster_id="retention-test")
+    topic_id = records.new_topic_id()
+    configs = {"retention.ms": "1000", "segment.bytes": "600"}
+    metadata.apply(
+        1,
+        records.encode(
+            [
+                records.Topic("old", topic_id, configs),
+                records.Partition(topic_id, 0, [1], [1], 1, 0, 0),
+            ]
+        ),
+    )
     manager = LogManager(config, metadata)
-    info = metadata.create_topic("old", 1, 1, {"retention.ms": "1000", "segment.bytes": "600"})
-    manager.ensure_partitions(info)
-    plog = manager.get("old", 0)
+    plog = manager.open_partition("old", 0)
     fill(plog, 40, start_ts=int(time.time() * 1000) - 10**6)
     task = asyncio.create_task(housekeeping_loop(SimpleNamespace(logs=manager, config=config)))
     try:

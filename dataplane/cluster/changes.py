@@ -1,0 +1,93 @@
+"""Metadata changes a controller-side handler decides, committed as one log entry.
+
+A handler validates against the image and calls these methods instead of changing
+anything; the records commit together (all or nothing) once the handler has built its
+answer, and every broker applies them from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
+
+from dataplane.cluster import records as r
+
+if TYPE_CHECKING:
+    from dataplane.cluster.controller import QuorumController
+
+
+class Changes:
+    def __init__(self, controller: QuorumController) -> None:
+        self.controller = controller
+        self.image = controller.image
+        self.records: list[r.Record] = []
+        self.after: list[Awaitable[object]] = []
+        """Awaited after the commit, before the answer (e.g. local topic removals)."""
+        self._next_producer_id = self.image.next_producer_id
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: Sequence[Sequence[int]] | None = None,
+    ) -> str:
+        """Records for a new topic; its id. ``assignment``: replica lists by partition."""
+        controller = self.controller
+        if assignment is None:
+            placed = controller.place(name, range(partitions), replication_factor)
+        else:
+            for replicas in assignment:
+                controller.check_assignment(replicas)
+            placed = {p: list(replicas) for p, replicas in enumerate(assignment)}
+        topic_id = r.new_topic_id()
+        self.records.append(r.Topic(name, topic_id, dict(configs)))
+        for p in sorted(placed):
+            self.records.append(controller.new_partition(topic_id, p, placed[p]))
+        return topic_id
+
+    def add_partitions(
+        self, name: str, count: int, assignment: Sequence[Sequence[int]] | None = None
+    ) -> None:
+        info = self.image.get(name)
+        new = range(info.partitions, count)
+        if assignment is None:
+            placed = self.controller.place(name, new, info.replication_factor)
+        else:
+            for replicas in assignment:
+                self.controller.check_assignment(replicas)
+            placed = {p: list(a) for p, a in zip(new, assignment, strict=True)}
+        for p in new:
+            self.records.append(self.controller.new_partition(str(info.topic_id), p, placed[p]))
+
+    def delete_topic(self, broker_removals: dict[str, asyncio.Task[None]], name: str) -> None:
+        info = self.image.get(name)
+        self.records.append(r.RemoveTopic(str(info.topic_id)))
+
+        async def removed() -> None:
+            task = broker_removals.get(name)
+            if task is not None:
+                await task
+
+        self.after.append(removed())
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.records.append(r.TopicConfig(name, dict(configs)))
+
+    def set_broker_configs(self, scope: str, configs: dict[str, str]) -> None:
+        self.records.append(r.BrokerConfig(scope, dict(configs)))
+
+    def allocate_producer_id(self) -> int:
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        self.records = [x for x in self.records if not isinstance(x, r.ProducerIds)]
+        self.records.append(r.ProducerIds(self._next_producer_id))
+        return pid
+
+    def discard_after(self) -> None:
+        for awaitable in self.after:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+        self.after = []

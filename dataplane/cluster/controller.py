@@ -1,0 +1,505 @@
+"""The quorum controller: the one broker (the Raft leader) that decides metadata changes.
+
+It runs on every voter and acts only while its Raft node leads. Every decision is a list of
+records committed to the metadata log; nothing changes until the commit, and every broker
+(this one included) learns the result by replaying the log into its image. Decisions are
+made one at a time (``lock``), against an image that holds everything committed before
+(a new controller first commits an empty entry of its own term).
+
+What it decides:
+- broker registration (a new epoch), heartbeats and fencing: a broker silent for
+  ``broker.session.timeout.ms`` is fenced — it leaves every ISR (unless it is the last
+  member) and a new leader is elected from the ISR (never outside it unless
+  ``unclean.leader.election.enable``);
+- topics, partitions, replica placement, configs, producer-id blocks;
+- ISR changes asked for by partition leaders (AlterPartition), checked against the
+  partition's leader epoch and partition epoch;
+- preferred-leader elections once the preferred replica is back in the ISR;
+- reassignments: add the target replicas, wait for them to join the ISR, drop the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from dataplane.cluster import records as r
+from dataplane.cluster.image import MetadataImage, PartitionState
+from dataplane.errors import (
+    BrokerNotAvailable,
+    FencedLeaderEpoch,
+    InvalidReplicaAssignment,
+    InvalidReplicationFactor,
+    InvalidUpdateVersion,
+    NoReassignmentInProgress,
+    NotController,
+    StaleBrokerEpoch,
+    UnknownTopicOrPartition,
+)
+from dataplane.raft.errors import NotLeader, RaftError
+
+if TYPE_CHECKING:
+    from dataplane.config import BrokerConfig
+    from dataplane.raft.server import RaftServer
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class QuorumController:
+    def __init__(self, image: MetadataImage, raft: RaftServer, config: BrokerConfig) -> None:
+        self.image = image
+        self.raft = raft
+        self.config = config
+        self.lock = asyncio.Lock()
+        self._deadlines: dict[int, float] = {}
+        """Broker id -> monotonic time its session ends, while this controller is active."""
+        self._ready = asyncio.Event()
+        self._term = -1
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ activation
+
+    @property
+    def active(self) -> bool:
+        return self.raft.is_leader and self._ready.is_set() and self._term == self.raft.term
+
+    def on_raft_change(self) -> None:
+        """Called after every Raft role/term/leader change."""
+        if self.raft.is_leader and self._term != self.raft.term:
+            self._term = self.raft.term
+            self._ready.clear()
+            self._cancel_tasks()
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._activate(self._term))]
+        elif not self.raft.is_leader and self._term != -1:
+            log.info("controller inactive (term %d)", self.raft.term)
+            self._term = -1
+            self._ready.clear()
+            self._cancel_tasks()
+
+    async def _activate(self, term: int) -> None:
+        while self.raft.is_leader and self.raft.term == term:
+            try:
+                await self.raft.propose(r.encode([]))
+                break
+            except RaftError as exc:
+                log.info("controller activation retry: %s", exc)
+                await asyncio.sleep(0.05)
+        if not (self.raft.is_leader and self.raft.term == term):
+            return
+        timeout = self._session_timeout()
+        now = time.monotonic()
+        self._deadlines = dict.fromkeys(self.image.brokers, now + timeout)
+        self._ready.set()
+        log.info("controller active (term %d, %d brokers)", term, len(self.image.brokers))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._fence_loop()))
+        self._tasks.append(loop.create_task(self._preferred_leader_loop()))
+
+    def _cancel_tasks(self) -> None:
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        self._tasks = []
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def wait_active(self, timeout: float) -> None:
+        """Wait until this controller is active; NotController if it is not the leader."""
+        if not self.raft.is_leader:
+            raise NotController(f"broker {self.raft.node_id} is not the active controller")
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except TimeoutError:
+            raise NotController("the controller is still starting; retry") from None
+        if not self.active:
+            raise NotController(f"broker {self.raft.node_id} is not the active controller")
+
+    async def commit(self, records: Sequence[r.Record]) -> None:
+        """Commit ``records`` to the metadata log; they are applied to the image on return."""
+        if not self.active:
+            raise NotController(f"broker {self.raft.node_id} is not the active controller")
+        try:
+            await self.raft.propose(r.encode(list(records)))
+        except NotLeader as exc:
+            raise NotController(str(exc)) from exc
+        except RaftError as exc:
+            raise NotController(f"metadata commit failed: {exc}; retry") from exc
+
+    def _session_timeout(self) -> float:
+        return int(self.config["broker.session.timeout.ms"]) / 1000
+
+    # ------------------------------------------------------------------ brokers
+
+    async def register(  # noqa: PLR0917 - the fields of a registration
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        raft_host: str,
+        raft_port: int,
+        incarnation: str,
+    ) -> int:
+        """Register (or re-register) a broker; its new epoch."""
+        async with self.lock:
+            await self.wait_active(5)
+            known = self.image.brokers.get(broker_id)
+            if known is not None and known.incarnation == incarnation and not known.fenced:
+                self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
+                return known.epoch
+            epoch = self.raft.node.last_index + 1
+            records: list[r.Record] = [
+                r.RegisterBroker(broker_id, epoch, host, port, raft_host, raft_port, incarnation)
+            ]
+            records += self._elect_offline(broker_id)
+            await self.commit(records)
+            self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
+            log.info("registered broker %d at %s:%d (epoch %d)", broker_id, host, port, epoch)
+            return self.image.brokers[broker_id].epoch
+
+    def heartbeat(self, broker_id: int, epoch: int) -> bool:
+        """Extend a broker's session; True if the broker is fenced (it must re-register)."""
+        if not self.active:
+            raise NotController(f"broker {self.raft.node_id} is not the active controller")
+        known = self.image.brokers.get(broker_id)
+        if known is None or known.epoch != epoch:
+            raise StaleBrokerEpoch(f"broker {broker_id} epoch {epoch} is not current")
+        if known.fenced:
+            return True
+        self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
+        return False
+
+    async def _fence_loop(self) -> None:
+        interval = max(0.02, self._session_timeout() / 10)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for broker_id, info in list(self.image.brokers.items()):
+                if info.fenced:
+                    continue
+                deadline = self._deadlines.setdefault(broker_id, now + self._session_timeout())
+                if now >= deadline:
+                    with contextlib.suppress(NotController):
+                        await self.fence(broker_id, "its session expired")
+
+    async def fence(self, broker_id: int, why: str) -> None:
+        async with self.lock:
+            info = self.image.brokers.get(broker_id)
+            if info is None or info.fenced:
+                return
+            records = self.fence_records(broker_id)
+            log.info(
+                "fencing broker %d: %s (%d partition changes)", broker_id, why, len(records) - 1
+            )
+            await self.commit(records)
+
+    def fence_records(self, broker_id: int) -> list[r.Record]:
+        """Fence a broker: out of every ISR, a new leader where it led."""
+        records: list[r.Record] = [r.FenceBroker(broker_id)]
+        for state in self.image.partitions.values():
+            if broker_id in state.isr or state.leader == broker_id:
+                records.append(self._without(state, broker_id))
+        return records
+
+    def _live(self, broker_id: int) -> bool:
+        info = self.image.brokers.get(broker_id)
+        return info is not None and not info.fenced
+
+    def _elect(self, state: PartitionState, isr: Sequence[int]) -> int:
+        for replica in state.replicas:
+            if replica in isr and self._live(replica) and replica not in state.removing:
+                return replica
+        for replica in state.replicas:
+            if replica in isr and self._live(replica):
+                return replica
+        return -1
+
+    def _record(
+        self,
+        state: PartitionState,
+        *,
+        replicas: Iterable[int] | None = None,
+        isr: Iterable[int] | None = None,
+        leader: int | None = None,
+        adding: Iterable[int] | None = None,
+        removing: Iterable[int] | None = None,
+    ) -> r.Partition:
+        new_leader = state.leader if leader is None else leader
+        return r.Partition(
+            topic_id=str(self.image.topics[state.topic].topic_id),
+            partition=state.partition,
+            replicas=list(state.replicas if replicas is None else replicas),
+            isr=list(state.isr if isr is None else isr),
+            leader=new_leader,
+            leader_epoch=state.leader_epoch + (1 if new_leader != state.leader else 0),
+            partition_epoch=state.partition_epoch + 1,
+            adding=list(state.adding if adding is None else adding),
+            removing=list(state.removing if removing is None else removing),
+        )
+
+    def _without(self, state: PartitionState, broker_id: int) -> r.Partition:
+        isr = [b for b in state.isr if b != broker_id] or [broker_id]
+        leader = state.leader
+        if leader in (broker_id, -1):
+            leader = self._elect(state, [b for b in isr if b != broker_id])
+            if leader == -1 and self._unclean(state.topic):
+                candidates = [b for b in state.replicas if b != broker_id and self._live(b)]
+                if candidates:
+                    leader = candidates[0]
+                    isr = [leader]
+                    log.warning(
+                        "unclean election of broker %d for %s-%d: records may be lost",
+                        leader,
+                        state.topic,
+                        state.partition,
+                    )
+        return self._record(state, isr=isr, leader=leader)
+
+    def _unclean(self, topic: str) -> bool:
+        info = self.image.topics.get(topic)
+        raw = None if info is None else info.configs.get("unclean.leader.election.enable")
+        if raw is None:
+            return bool(self.config["unclean.leader.election.enable"])
+        return raw.strip().lower() == "true"
+
+    def _elect_offline(self, broker_id: int) -> list[r.Record]:
+        """Partitions without a leader that the (re)registered broker can lead."""
+        out: list[r.Record] = []
+        for state in self.image.partitions.values():
+            if state.leader == -1 and broker_id in state.isr:
+                out.append(self._record(state, leader=broker_id))
+        return out
+
+    # ------------------------------------------------------------------ topics
+
+    def place(
+        self, name: str, partitions: Iterable[int], replication_factor: int
+    ) -> dict[int, list[int]]:
+        """Replica lists for new partitions: round robin over live brokers from a per-topic
+        start, so leaders and followers spread evenly."""
+        live = [b.broker_id for b in self.image.live_brokers()]
+        if not live:
+            raise BrokerNotAvailable("no live broker is registered yet; retry")
+        if replication_factor > len(live):
+            raise InvalidReplicationFactor(
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                f"{len(live)} broker(s) are registered."
+            )
+        n = len(live)
+        start = zlib.crc32(name.encode()) % n
+        out: dict[int, list[int]] = {}
+        for p in partitions:
+            # Kafka's rack-unaware assignment: the first replica round robin, the others
+            # at a shift that changes every n partitions, never the same broker twice.
+            first = (start + p) % n
+            shift = (start + p // n) % max(1, n - 1)
+            replicas = [live[first]]
+            for j in range(replication_factor - 1):
+                replicas.append(live[(first + 1 + (shift + j) % (n - 1)) % n])
+            out[p] = replicas
+        return out
+
+    def check_assignment(self, replicas: Sequence[int]) -> None:
+        if not replicas:
+            raise InvalidReplicaAssignment(
+                "The manual partition assignment includes an empty replica list."
+            )
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(
+                "The manual partition assignment includes the same broker more than once."
+            )
+        for broker_id in replicas:
+            if broker_id not in self.image.brokers:
+                raise InvalidReplicaAssignment(
+                    f"The manual partition assignment includes broker {broker_id}, but no such "
+                    "broker is registered."
+                )
+
+    def new_partition(self, topic_id: str, partition: int, replicas: Sequence[int]) -> r.Partition:
+        isr = [b for b in replicas if self._live(b)] or list(replicas)
+        leader = next((b for b in replicas if self._live(b)), -1)
+        return r.Partition(topic_id, partition, list(replicas), isr, leader, 0, 0)
+
+    async def create_topic(
+        self,
+        name: str,
+        assignment: dict[int, list[int]],
+        configs: dict[str, str],
+    ) -> str:
+        """Commit a topic with the given replica assignment (caller validated, holds lock)."""
+        topic_id = r.new_topic_id()
+        records: list[r.Record] = [r.Topic(name, topic_id, dict(configs))]
+        for p in sorted(assignment):
+            records.append(self.new_partition(topic_id, p, assignment[p]))
+        await self.commit(records)
+        return topic_id
+
+    async def add_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
+        info = self.image.get(name)
+        topic_id = str(info.topic_id)
+        await self.commit(
+            [self.new_partition(topic_id, p, assignment[p]) for p in sorted(assignment)]
+        )
+
+    async def delete_topic(self, name: str) -> None:
+        info = self.image.get(name)
+        await self.commit([r.RemoveTopic(str(info.topic_id))])
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.image.get(name)
+        await self.commit([r.TopicConfig(name, dict(configs))])
+
+    async def set_broker_configs(self, scope: str, configs: dict[str, str]) -> None:
+        await self.commit([r.BrokerConfig(scope, dict(configs))])
+
+    async def allocate_producer_ids(self, count: int = PRODUCER_ID_BLOCK) -> int:
+        """First id of a fresh block of ``count`` producer ids."""
+        async with self.lock:
+            await self.wait_active(5)
+            start = self.image.next_producer_id
+            await self.commit([r.ProducerIds(start + count)])
+            return start
+
+    # ------------------------------------------------------------------ partitions
+
+    async def alter_partition(  # noqa: PLR0917 - the fields of an AlterPartition
+        self,
+        topic: str,
+        partition: int,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> PartitionState:
+        """An ISR change asked for by the partition's leader."""
+        async with self.lock:
+            await self.wait_active(5)
+            state = self.image.partition(topic, partition)
+            if state is None:
+                raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+            if leader_id != state.leader or leader_epoch != state.leader_epoch:
+                raise FencedLeaderEpoch(
+                    f"broker {leader_id} epoch {leader_epoch} does not lead {topic}-{partition} "
+                    f"(leader {state.leader}, epoch {state.leader_epoch})"
+                )
+            if partition_epoch != state.partition_epoch:
+                raise InvalidUpdateVersion(
+                    f"partition epoch {partition_epoch} is not {state.partition_epoch}"
+                )
+            isr = [b for b in dict.fromkeys(new_isr) if b in state.replicas]
+            if leader_id not in isr:
+                isr.insert(0, leader_id)
+            for b in isr:
+                if b not in state.isr and not self._live(b):
+                    raise InvalidUpdateVersion(f"broker {b} is fenced and cannot join the ISR")
+            record = self._record(state, isr=isr)
+            records: list[r.Record] = [record]
+            if state.adding and all(b in isr for b in state.adding):
+                records = [self._complete_reassignment(state, isr)]
+            await self.commit(records)
+            updated = self.image.partition(topic, partition)
+            assert updated is not None
+            return updated
+
+    def _complete_reassignment(self, state: PartitionState, isr: Sequence[int]) -> r.Partition:
+        replicas = [b for b in state.replicas if b not in state.removing]
+        new_isr = [b for b in isr if b not in state.removing] or replicas[:1]
+        leader = state.leader
+        if leader in state.removing or leader not in new_isr:
+            target = PartitionState(
+                state.topic, state.partition, tuple(replicas), tuple(new_isr), -1, 0, 0
+            )
+            leader = self._elect(target, new_isr)
+        log.info(
+            "reassignment of %s-%d complete: replicas %s", state.topic, state.partition, replicas
+        )
+        return self._record(
+            state, replicas=replicas, isr=new_isr, leader=leader, adding=(), removing=()
+        )
+
+    def reassignment(
+        self, topic: str, partition: int, target: Sequence[int] | None
+    ) -> r.Partition | None:
+        """The record that starts (``target``) or cancels (None) moving a partition; None
+        when nothing changes. Target replicas join first; once they are all in the ISR the
+        leader's AlterPartition completes the move (``_complete_reassignment``)."""
+        state = self.image.partition(topic, partition)
+        if state is None:
+            raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+        if target is None:
+            if not state.adding and not state.removing:
+                raise NoReassignmentInProgress(f"no reassignment of {topic}-{partition}")
+            original = [b for b in state.replicas if b not in state.adding]
+            isr = [b for b in state.isr if b in original] or original[:1]
+            leader = state.leader if state.leader in original else self._elect(state, isr)
+            return self._record(
+                state, replicas=original, isr=isr, leader=leader, adding=(), removing=()
+            )
+        self.check_assignment(target)
+        current = [b for b in state.replicas if b not in state.adding]
+        adding = [b for b in target if b not in current]
+        removing = [b for b in current if b not in target]
+        if not adding and not removing:
+            if list(target) != list(state.replicas):
+                return self._record(state, replicas=target, adding=(), removing=())
+            return None
+        replicas = list(target) + [b for b in current if b not in target]
+        if adding:
+            return self._record(state, replicas=replicas, adding=adding, removing=removing)
+        pending = PartitionState(
+            state.topic,
+            state.partition,
+            tuple(replicas),
+            state.isr,
+            state.leader,
+            state.leader_epoch,
+            state.partition_epoch,
+            (),
+            tuple(removing),
+        )
+        return self._complete_reassignment(pending, state.isr)
+
+    async def elect_preferred(self, topic: str, partition: int) -> bool:
+        """Move leadership to the preferred replica if it is in the ISR; True if it moved."""
+        state = self.image.partition(topic, partition)
+        if state is None:
+            raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+        preferred = state.preferred
+        if state.leader == preferred or preferred not in state.isr or not self._live(preferred):
+            return False
+        await self.commit([self._record(state, leader=preferred)])
+        return True
+
+    async def _preferred_leader_loop(self) -> None:
+        interval = int(self.config["leader.imbalance.check.interval.seconds"])
+        while True:
+            await asyncio.sleep(interval)
+            if not self.config["auto.leader.rebalance.enable"]:
+                continue
+            for (topic, partition), state in list(self.image.partitions.items()):
+                if state.leader == state.preferred or state.adding or state.removing:
+                    continue
+                async with self.lock:
+                    with contextlib.suppress(NotController, UnknownTopicOrPartition):
+                        if await self.elect_preferred(topic, partition):
+                            log.info(
+                                "preferred leader %d elected for %s-%d",
+                                state.preferred,
+                                topic,
+                                partition,
+                            )

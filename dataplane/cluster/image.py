@@ -1,0 +1,280 @@
+"""The metadata image: what every broker knows about its cluster, replayed from the log.
+
+It is the Raft state machine of the metadata quorum (``apply``, ``snapshot``, ``restore``)
+and the read side every handler uses: brokers, topics, partitions with replicas, ISR,
+leader and epochs, configs, the producer-id watermark. Nothing here does I/O; after each
+applied entry the image tells its listeners what changed (a ``Delta``), and the broker
+reconciles its logs, replicas and coordinators to it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from dataplane.cluster import records as r
+from dataplane.config import TOPIC_CONFIGS, parse_overrides
+from dataplane.errors import (
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from dataplane.metadata import TopicInfo, validate_topic_name
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    epoch: int
+    host: str
+    port: int
+    raft_host: str
+    raft_port: int
+    incarnation: str
+    fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def preferred(self) -> int:
+        return self.replicas[0]
+
+
+@dataclass(slots=True)
+class Delta:
+    """What one applied entry (or a snapshot restore) changed."""
+
+    restored: bool = False
+    created: list[str] = field(default_factory=list)
+    removed: list[TopicInfo] = field(default_factory=list)
+    partitions: set[TopicPartition] = field(default_factory=set)
+    brokers: set[int] = field(default_factory=set)
+    topic_configs: set[str] = field(default_factory=set)
+    broker_configs: bool = False
+
+
+Listener = Callable[[Delta], None]
+
+
+class MetadataImage:
+    def __init__(self, *, node_id: int, cluster_id: str) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.applied_index = 0
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.partitions: dict[TopicPartition, PartitionState] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        """Dynamic broker configs by scope: "" the cluster default, "N" broker N."""
+        self.next_producer_id = 1000
+        self.listeners: list[Listener] = []
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, name: str) -> TopicInfo:
+        try:
+            return self.topics[name]
+        except KeyError:
+            raise UnknownTopicOrPartition(f"unknown topic {name!r}") from None
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        return self.partitions.get((topic, partition))
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.brokers.get(broker_id)
+        return None if info is None else (info.host, info.port)
+
+    def validate_new_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        *,
+        max_partitions: int,
+    ) -> dict[str, str]:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicAlreadyExists(f"topic {name!r} already exists")
+        if partitions <= 0:
+            raise InvalidPartitions(f"partition count must be at least 1, got {partitions}")
+        if partitions > max_partitions:
+            raise InvalidPartitions(
+                f"partition count {partitions} exceeds max.partitions.per.topic={max_partitions}"
+            )
+        brokers = max(1, len(self.live_brokers()))
+        if replication_factor <= 0 or replication_factor > brokers:
+            raise InvalidReplicationFactor(
+                f"replication factor {replication_factor} must be between 1 and the "
+                f"{brokers} live broker(s)"
+            )
+        parse_overrides(TOPIC_CONFIGS, configs, what="topic")
+        return dict(configs)
+
+    # ------------------------------------------------------------------ state machine
+
+    def apply(self, index: int, payload: bytes) -> None:
+        delta = Delta()
+        for record in r.decode(payload):
+            self._apply(index, record, delta)
+        self.applied_index = index
+        self._notify(delta)
+
+    def _apply(self, index: int, rec: r.Record, delta: Delta) -> None:
+        if isinstance(rec, r.RegisterBroker):
+            self.brokers[rec.broker_id] = BrokerInfo(
+                rec.broker_id,
+                rec.epoch,
+                rec.host,
+                rec.port,
+                rec.raft_host,
+                rec.raft_port,
+                rec.incarnation,
+            )
+            delta.brokers.add(rec.broker_id)
+        elif isinstance(rec, r.FenceBroker):
+            known = self.brokers.get(rec.broker_id)
+            if known is not None:
+                self.brokers[rec.broker_id] = replace(known, fenced=True)
+                delta.brokers.add(rec.broker_id)
+        elif isinstance(rec, r.UnregisterBroker):
+            if self.brokers.pop(rec.broker_id, None) is not None:
+                delta.brokers.add(rec.broker_id)
+        elif isinstance(rec, r.Topic):
+            self._index(TopicInfo(rec.name, uuid.UUID(rec.topic_id), 0, 1, dict(rec.configs)))
+            delta.created.append(rec.name)
+        elif isinstance(rec, r.Partition):
+            self._apply_partition(rec, delta)
+        elif isinstance(rec, r.RemoveTopic):
+            gone = self.topics_by_id.pop(uuid.UUID(rec.topic_id), None)
+            if gone is not None:
+                del self.topics[gone.name]
+                for p in range(gone.partitions):
+                    self.partitions.pop((gone.name, p), None)
+                delta.removed.append(gone)
+        elif isinstance(rec, r.TopicConfig):
+            topic = self.topics.get(rec.name)
+            if topic is not None:
+                self._index(replace(topic, configs=dict(rec.configs)))
+                delta.topic_configs.add(rec.name)
+        elif isinstance(rec, r.BrokerConfig):
+            if rec.configs:
+                self.broker_configs[rec.scope] = dict(rec.configs)
+            else:
+                self.broker_configs.pop(rec.scope, None)
+            delta.broker_configs = True
+        elif isinstance(rec, r.ProducerIds):
+            self.next_producer_id = max(self.next_producer_id, rec.next_id)
+
+    def _apply_partition(self, rec: r.Partition, delta: Delta) -> None:
+        info = self.topics_by_id.get(uuid.UUID(rec.topic_id))
+        if info is None:
+            return
+        state = PartitionState(
+            info.name,
+            rec.partition,
+            tuple(rec.replicas),
+            tuple(rec.isr),
+            rec.leader,
+            rec.leader_epoch,
+            rec.partition_epoch,
+            tuple(rec.adding),
+            tuple(rec.removing),
+        )
+        self.partitions[(info.name, rec.partition)] = state
+        if rec.partition >= info.partitions or rec.partition == 0:
+            self._index(
+                replace(
+                    info,
+                    partitions=max(info.partitions, rec.partition + 1),
+                    replication_factor=len(state.replicas) - len(state.adding)
+                    if rec.partition == 0
+                    else info.replication_factor,
+                )
+            )
+        delta.partitions.add((info.name, rec.partition))
+
+    def _index(self, info: TopicInfo) -> None:
+        self.topics[info.name] = info
+        self.topics_by_id[info.topic_id] = info
+
+    def _notify(self, delta: Delta) -> None:
+        for listener in list(self.listeners):
+            listener(delta)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> bytes:
+        doc = {
+            "applied_index": self.applied_index,
+            "brokers": [
+                {
+                    "broker_id": b.broker_id,
+                    "epoch": b.epoch,
+                    "host": b.host,
+                    "port": b.port,
+                    "raft_host": b.raft_host,
+                    "raft_port": b.raft_port,
+                    "incarnation": b.incarnation,
+                    "fenced": b.fenced,
+                }
+                for b in self.brokers.values()
+            ],
+            "topics": [
+                {"name": t.name, "id": str(t.topic_id), "configs": t.configs}
+                for t in self.topics.values()
+            ],
+            "partitions": [
+                {
+                    "topic_id": str(self.topics[p.topic].topic_id),
+                    "partition": p.partition,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.isr),
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "partition_epoch": p.partition_epoch,
+                    "adding": list(p.adding),
+                    "removing": list(p.removing),
+                }
+                for p in self.partitions.values()
+            ],
+            "broker_configs": self.broker_configs,
+            "next_producer_id": self.next_producer_id,
+        }
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+    def restore(self, data: bytes) -> None:
+        doc = json.loads(data)
+        self.brokers = {int(b["broker_id"]): BrokerInfo(**b) for b in doc["brokers"]}
+        self.topics = {}
+        self.topics_by_id = {}
+        self.partitions = {}
+        delta = Delta(restored=True)
+        for t in doc["topics"]:
+            self._index(TopicInfo(t["name"], uuid.UUID(t["id"]), 0, 1, dict(t["configs"])))
+        for p in doc["partitions"]:
+            self._apply_partition(r.Partition(**p), delta)
+        self.broker_configs = {k: dict(v) for k, v in doc["broker_configs"].items()}
+        self.next_producer_id = int(doc["next_producer_id"])
+        self.applied_index = int(doc["applied_index"])
+        self._notify(delta)

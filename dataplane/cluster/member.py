@@ -1,0 +1,367 @@
+"""This broker's place in its cluster: the metadata quorum, registration, heartbeats.
+
+Every broker runs a Raft node for the metadata log: a voter if its id is in
+``controller.quorum.voters`` (or, without that setting, the single voter of its own
+cluster), otherwise a learner that the leader adds once the broker has registered. The
+replayed log is the broker's ``MetadataImage``. Voters also carry a ``QuorumController``,
+active while their node leads.
+
+Requests for the controller (registration, heartbeats, ISR changes, producer-id blocks,
+admin requests that change metadata) go to the active controller: called directly when it
+is this broker, otherwise sent over the Kafka protocol to its Kafka listener (from
+``controller.quorum.voter.listeners``), retried on NOT_CONTROLLER until a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.alter_partition.v3 import request as alter_req
+from kio.schema.broker_heartbeat.v1 import request as heartbeat_req
+from kio.schema.broker_registration.v4 import request as register_req
+from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
+from kio.static.primitive import i8, i16, i32, i64, u16
+
+from dataplane.cluster.client import Channels
+from dataplane.cluster.controller import QuorumController
+from dataplane.cluster.image import MetadataImage, PartitionState
+from dataplane.errors import BrokerError, InvalidConfig, NotController, StaleBrokerEpoch
+
+if TYPE_CHECKING:
+    from dataplane.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+METADATA_DIR = "__cluster_metadata-0"
+Address = tuple[str, int]
+
+
+class ControllerIsLocal(NotController):
+    """The request is for this very broker: it became the active controller."""
+
+
+def parse_endpoints(raw: str, key: str) -> dict[int, Address]:
+    """``id@host:port,...`` -> {id: (host, port)}; InvalidConfig naming ``key``."""
+    out: dict[int, Address] = {}
+    for item in (x.strip() for x in raw.split(",")):
+        if not item:
+            continue
+        ident, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not colon or not ident.isdigit() or not port.isdigit() or not host:
+            raise InvalidConfig(f"{key}: expected id@host:port, got {item!r}")
+        out[int(ident)] = (host, int(port))
+    return out
+
+
+def parse_address(raw: str, key: str) -> Address:
+    host, colon, port = raw.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise InvalidConfig(f"{key}: expected host:port, got {raw!r}")
+    return host, int(port)
+
+
+class ClusterMember:
+    def __init__(self, config: BrokerConfig, image: MetadataImage, data_dir: Path) -> None:
+        self.config = config
+        self.image = image
+        self.node_id = image.node_id
+        self.directory = data_dir / METADATA_DIR
+        raw_voters = str(config["controller.quorum.voters"])
+        self.voters = parse_endpoints(raw_voters, "controller.quorum.voters")
+        self.voter_listeners = parse_endpoints(
+            str(config["controller.quorum.voter.listeners"]), "controller.quorum.voter.listeners"
+        )
+        self.standalone = not self.voters
+        if self.standalone:
+            self.raft_address: Address = ("", 0)
+        else:
+            own = str(config["controller.listener"])
+            if not own:
+                raise InvalidConfig("controller.listener is required with controller.quorum.voters")
+            self.raft_address = parse_address(own, "controller.listener")
+            if self.node_id in self.voters and self.voters[self.node_id] != self.raft_address:
+                raise InvalidConfig(
+                    f"controller.listener {own} differs from this broker's entry in "
+                    "controller.quorum.voters"
+                )
+            missing = set(self.voters) - set(self.voter_listeners)
+            if missing:
+                raise InvalidConfig(
+                    "controller.quorum.voter.listeners lacks the Kafka listener of voter(s) "
+                    f"{sorted(missing)}"
+                )
+        self.is_voter = self.standalone or self.node_id in self.voters
+        self.incarnation = uuid.uuid4()
+        self.epoch = -1
+        """This broker's registration epoch; -1 until registered."""
+        self.raft: Any = None
+        self.controller: QuorumController | None = None
+        self.channels = Channels(f"sluice-broker-{self.node_id}")
+        self._tasks: list[asyncio.Task[None]] = []
+        self._registered = asyncio.Event()
+        self.advertised: Address = config.advertised
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        from dataplane.raft.server import RaftServer
+        from dataplane.raft.transport import LocalTransport, TcpTransport
+
+        voters = [self.node_id] if self.standalone else sorted(self.voters)
+        transport: Any
+        if self.standalone:
+            transport = LocalTransport(self.node_id)
+        else:
+            addresses = dict(self.voters)
+            addresses[self.node_id] = self.raft_address
+            transport = TcpTransport(self.node_id, addresses)
+        self.raft = RaftServer(
+            self.node_id,
+            voters,
+            self.directory,
+            self.image,
+            transport,
+            on_state_change=self._on_raft_change,
+        )
+        if self.is_voter:
+            self.controller = QuorumController(self.image, self.raft, self.config)
+        self.image.listeners.append(self._on_metadata)
+        await self.raft.start()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._lifecycle()))
+
+    async def wait_registered(self, timeout: float | None = None) -> None:
+        """Until this broker is registered and its image holds its own registration."""
+        await asyncio.wait_for(self._registered.wait(), timeout)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.channels.close()
+        if self.raft is not None:
+            await self.raft.close()
+
+    def _on_raft_change(self) -> None:
+        if self.controller is not None:
+            self.controller.on_raft_change()
+
+    def _on_metadata(self, delta: Any) -> None:
+        if self.standalone or self.raft is None:
+            return
+        if delta.restored or delta.brokers:
+            learners = {
+                b.broker_id: (b.raft_host, b.raft_port)
+                for b in self.image.brokers.values()
+                if b.broker_id not in self.voters
+            }
+            self.raft.set_learners(learners)
+
+    # ------------------------------------------------------------------ controller access
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller's id as this broker knows it (-1 if none)."""
+        leader = None if self.raft is None else self.raft.leader_id
+        return -1 if leader is None else int(leader)
+
+    def local_controller(self) -> QuorumController | None:
+        c = self.controller
+        return c if c is not None and self.raft.is_leader else None
+
+    def _controller_channel(self, attempt: int) -> Any:
+        leader = self.controller_id
+        if leader < 0 or leader not in self.voter_listeners:
+            ids = sorted(self.voter_listeners)
+            if not ids:
+                raise NotController("no controller is known yet")
+            leader = ids[attempt % len(ids)]
+        host, port = self.voter_listeners[leader]
+        return self.channels.get("controller", host, port)
+
+    async def send_to_controller(self, request: Any, timeout: float = 10.0) -> Any:
+        """Send a Kafka request to the active controller; retried until ``timeout`` while
+        the answer is NOT_CONTROLLER or the controller cannot be reached."""
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if self.local_controller() is not None:
+                raise ControllerIsLocal(f"broker {self.node_id} is the controller now")
+            try:
+                channel = self._controller_channel(attempt)
+                response = await channel.request(request, timeout=max(0.1, remaining))
+                code = getattr(response, "error_code", ErrorCode.none)
+                if code != ErrorCode.not_controller:
+                    return response
+            except (OSError, TimeoutError, NotController) as exc:
+                if time.monotonic() >= deadline:
+                    raise NotController(
+                        f"no controller answered within {timeout:.0f} s: {exc}"
+                    ) from exc
+            if time.monotonic() >= deadline:
+                return response
+            await asyncio.sleep(0.05 if attempt < 10 else 0.2)
+
+    # ------------------------------------------------------------------ registration
+
+    async def _lifecycle(self) -> None:
+        interval = int(self.config["broker.heartbeat.interval.ms"]) / 1000
+        while True:
+            try:
+                if self.epoch < 0:
+                    await self._register()
+                else:
+                    await self._heartbeat()
+            except asyncio.CancelledError:
+                raise
+            except (BrokerError, OSError, TimeoutError) as exc:
+                log.debug("broker %d lifecycle: %s", self.node_id, exc)
+            except Exception:
+                log.exception("broker %d lifecycle", self.node_id)
+            await asyncio.sleep(interval if self.epoch >= 0 else min(interval, 0.1))
+
+    async def _register(self) -> None:
+        host, port = self.advertised
+        raft_host, raft_port = self.raft_address
+        local = self.local_controller()
+        if local is not None:
+            epoch = await local.register(
+                self.node_id, host, port, raft_host, raft_port, str(self.incarnation)
+            )
+        else:
+            response = await self.send_to_controller(
+                register_req.BrokerRegistrationRequest(
+                    broker_id=BrokerId(self.node_id),
+                    cluster_id=self.image.cluster_id,
+                    incarnation_id=self.incarnation,
+                    listeners=(
+                        register_req.Listener(
+                            name="PLAINTEXT", host=host, port=u16(port), security_protocol=i16(0)
+                        ),
+                        register_req.Listener(
+                            name="CONTROLLER",
+                            host=raft_host,
+                            port=u16(raft_port),
+                            security_protocol=i16(0),
+                        ),
+                    ),
+                    features=(),
+                    rack=None,
+                    is_migrating_zk_broker=False,
+                    log_dirs=(),
+                    previous_broker_epoch=i64(self.epoch),
+                ),
+                timeout=5,
+            )
+            if response.error_code != ErrorCode.none:
+                raise NotController(f"registration refused: {response.error_code.name}")
+            epoch = int(response.broker_epoch)
+        await self._wait_applied(epoch)
+        self.epoch = epoch
+        self._registered.set()
+        log.info("broker %d registered (epoch %d)", self.node_id, epoch)
+
+    async def _wait_applied(self, epoch: int) -> None:
+        """Until this broker's image holds its registration of ``epoch``."""
+        deadline = time.monotonic() + 30
+        while True:
+            mine = self.image.brokers.get(self.node_id)
+            if mine is not None and mine.epoch >= epoch and not mine.fenced:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError("the metadata log did not reach this broker's registration")
+            await asyncio.sleep(0.02)
+
+    async def _heartbeat(self) -> None:
+        local = self.local_controller()
+        try:
+            if local is not None and local.active:
+                fenced = local.heartbeat(self.node_id, self.epoch)
+            else:
+                response = await self.send_to_controller(
+                    heartbeat_req.BrokerHeartbeatRequest(
+                        broker_id=BrokerId(self.node_id),
+                        broker_epoch=i64(self.epoch),
+                        current_metadata_offset=i64(self.image.applied_index),
+                        want_fence=False,
+                        want_shut_down=False,
+                        offline_log_dirs=(),
+                    ),
+                    timeout=2,
+                )
+                if response.error_code == ErrorCode.stale_broker_epoch:
+                    raise StaleBrokerEpoch("stale broker epoch")
+                fenced = bool(response.is_fenced)
+        except StaleBrokerEpoch:
+            fenced = True
+        if fenced:
+            log.warning("broker %d is fenced; registering again", self.node_id)
+            self.epoch = -1
+
+    # ------------------------------------------------------------------ partition changes
+
+    async def alter_partition(self, state: PartitionState, new_isr: list[int]) -> None:
+        """Ask the controller to set the ISR of a partition this broker leads."""
+        local = self.local_controller()
+        if local is not None:
+            await local.alter_partition(
+                state.topic,
+                state.partition,
+                self.node_id,
+                state.leader_epoch,
+                state.partition_epoch,
+                new_isr,
+            )
+            return
+        topic_id = self.image.topics[state.topic].topic_id
+        response = await self.send_to_controller(
+            alter_req.AlterPartitionRequest(
+                broker_id=BrokerId(self.node_id),
+                broker_epoch=i64(self.epoch),
+                topics=(
+                    alter_req.TopicData(
+                        topic_id=topic_id,
+                        partitions=(
+                            alter_req.PartitionData(
+                                partition_index=i32(state.partition),
+                                leader_epoch=i32(state.leader_epoch),
+                                new_isr_with_epochs=tuple(
+                                    alter_req.BrokerState(
+                                        broker_id=BrokerId(b), broker_epoch=i64(-1)
+                                    )
+                                    for b in new_isr
+                                ),
+                                leader_recovery_state=i8(0),
+                                partition_epoch=i32(state.partition_epoch),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+            timeout=5,
+        )
+        if response.error_code != ErrorCode.none:
+            raise NotController(f"AlterPartition: {response.error_code.name}")
+        for topic in response.topics:
+            for part in topic.partitions:
+                if part.error_code != ErrorCode.none:
+                    log.info(
+                        "%s-%d: ISR change refused: %s",
+                        state.topic,
+                        state.partition,
+                        part.error_code.name,
+                    )

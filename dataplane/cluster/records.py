@@ -1,0 +1,144 @@
+"""Records of the metadata log (KRaft-like) and their encoding.
+
+One Raft entry carries a list of records that apply atomically (a topic with all its
+partitions, a fencing with every ISR change it causes). Entries are JSON: small, readable
+with ``python -m dataplane.cluster.dump``-style tools, and never pickled. Every record
+carries the full new state of what it names, so replay needs no earlier value.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dataplane.errors import CorruptRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBroker:
+    """A broker (re)registered: unfenced, with a new epoch (the entry's index)."""
+
+    broker_id: int
+    epoch: int
+    host: str
+    port: int
+    raft_host: str
+    raft_port: int
+    incarnation: str
+    """Random per process start: a restarted broker registers again."""
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBroker:
+    """A broker stopped heartbeating (or asked to): it leads nothing and is in no ISR."""
+
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBroker:
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    name: str
+    topic_id: str
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """The whole state of one partition: created, or changed (leader, ISR, replicas)."""
+
+    topic_id: str
+    partition: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    """-1 when no replica in the ISR is alive (the partition is offline)."""
+    leader_epoch: int
+    partition_epoch: int
+    adding: list[int] = field(default_factory=list)
+    """Replicas being added by a reassignment (already in ``replicas``)."""
+    removing: list[int] = field(default_factory=list)
+    """Replicas a reassignment removes once the added ones are in the ISR."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopic:
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """The topic's full set of overrides after an AlterConfigs."""
+
+    name: str
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Dynamic broker configs of ``scope``: "" for the cluster default, "N" for broker N."""
+
+    scope: str
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIds:
+    """Producer ids below ``next_id`` are handed out; blocks are never reused."""
+
+    next_id: int
+
+
+Record = (
+    RegisterBroker
+    | FenceBroker
+    | UnregisterBroker
+    | Topic
+    | Partition
+    | RemoveTopic
+    | TopicConfig
+    | BrokerConfig
+    | ProducerIds
+)
+_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        RegisterBroker,
+        FenceBroker,
+        UnregisterBroker,
+        Topic,
+        Partition,
+        RemoveTopic,
+        TopicConfig,
+        BrokerConfig,
+        ProducerIds,
+    )
+}
+
+
+def encode(records: list[Record]) -> bytes:
+    return json.dumps(
+        [{"type": type(r).__name__, **asdict(r)} for r in records], separators=(",", ":")
+    ).encode()
+
+
+def decode(payload: bytes) -> list[Record]:
+    try:
+        raw = json.loads(payload)
+        out: list[Record] = []
+        for item in raw:
+            kind = _TYPES[item.pop("type")]
+            out.append(kind(**item))
+        return out
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecord(f"unreadable metadata log entry: {exc}") from exc
+
+
+def new_topic_id() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,79 @@
+"""Requests that change metadata run on the active controller.
+
+``via_controller(ctx, request, decide)``: on the active controller, ``decide(ctx, request,
+changes)`` builds the answer while recording metadata changes, under the controller's
+lock; the changes commit as one metadata-log entry before the answer leaves. On any other
+broker the request is forwarded as it is (same API version) to the active controller and
+its answer relayed, as KRaft brokers forward admin requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dataplane.cluster.changes import Changes
+from dataplane.cluster.member import ControllerIsLocal
+from dataplane.errors import NotController
+from dataplane.handlers.context import RequestContext
+
+Decide = Callable[[RequestContext, Any, Changes], Any]
+FORWARD_TIMEOUT_S = 30.0
+ACTIVATION_WAIT_S = 10.0
+SETTLE_WAIT_S = 5.0
+
+
+def via_controller(
+    ctx: RequestContext,
+    request: Any,
+    decide: Decide,
+    settled: Callable[[Any], bool] | None = None,
+) -> Any:
+    """``settled(response)``: for a forwarded request, true once this broker's image shows
+    the change, so a client reading from this broker right after sees its own write."""
+    member = ctx.broker.cluster
+    if member.local_controller() is None:
+        return _forward(ctx, request, decide, settled)
+    return _decide_here(ctx, request, decide)
+
+
+async def _forward(
+    ctx: RequestContext, request: Any, decide: Decide, settled: Callable[[Any], bool] | None
+) -> Any:
+    try:
+        response = await ctx.broker.cluster.send_to_controller(request, timeout=FORWARD_TIMEOUT_S)
+    except ControllerIsLocal:
+        return await _decide_here(ctx, request, decide)
+    if settled is not None:
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        while not settled(response) and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+    return response
+
+
+async def _decide_here(ctx: RequestContext, request: Any, decide: Decide) -> Any:
+    member = ctx.broker.cluster
+    controller = member.controller
+    assert controller is not None
+    changes = Changes(controller)
+    try:
+        async with controller.lock:
+            await controller.wait_active(ACTIVATION_WAIT_S)
+            response = decide(ctx, request, changes)
+            if hasattr(response, "__await__"):
+                response = await response
+            if changes.records:
+                await controller.commit(changes.records)
+    except NotController:
+        changes.discard_after()
+        if member.local_controller() is not None:
+            raise
+        return await member.send_to_controller(request, timeout=FORWARD_TIMEOUT_S)
+    except BaseException:
+        changes.discard_after()
+        raise
+    for awaitable in changes.after:
+        await awaitable
+    return response

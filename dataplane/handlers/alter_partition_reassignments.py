@@ -1,0 +1,62 @@
+"""AlterPartitionReassignments (45): move partitions to new replica lists, or cancel.
+
+Decided on the active controller (forwarded from any broker). A target list adds the new
+replicas at once; they catch up as followers and, once all are in the ISR, the old ones
+are dropped (and the leader moved if it was one of them). ``replicas: null`` cancels an
+ongoing reassignment (NO_REASSIGNMENT_IN_PROGRESS when there is none). Errors are per
+partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, repeated or
+unregistered brokers).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.cluster.changes import Changes
+from dataplane.errors import BrokerError, error_code_for, error_message_for
+from dataplane.handlers._controller import via_controller
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 45
+ZERO = datetime.timedelta(0)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return via_controller(ctx, request, _decide)
+
+
+def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
+    controller = changes.controller
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            code, message = ErrorCode.none, None
+            try:
+                target = None if p.replicas is None else [int(b) for b in p.replicas]
+                record = controller.reassignment(topic.name, int(p.partition_index), target)
+                if record is not None:
+                    changes.records.append(record)
+            except BrokerError as exc:
+                code, message = error_code_for(exc), error_message_for(exc)
+            parts.append(
+                ctx.make(
+                    "ReassignablePartitionResponse",
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    error_message=message,
+                )
+            )
+        topics.append(
+            ctx.make("ReassignableTopicResponse", name=topic.name, partitions=tuple(parts))
+        )
+    return ctx.make(
+        "AlterPartitionReassignmentsResponse",
+        throttle_time=ZERO,
+        error_code=ErrorCode.none,
+        error_message=None,
+        responses=tuple(topics),
+    )

@@ -1,0 +1,40 @@
+"""BrokerHeartbeat (63): a registered broker says it is alive.
+
+Only the active controller answers. A broker that misses ``broker.session.timeout.ms`` of
+heartbeats is fenced; a fenced broker, or one whose epoch is not current
+(STALE_BROKER_EPOCH), registers again.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, NotController, error_code_for
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 63
+MIN_VERSION = 1
+INTERNAL = True
+ZERO = datetime.timedelta(0)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    controller = ctx.broker.cluster.local_controller()
+    try:
+        if controller is None or not controller.active:
+            raise NotController(f"broker {ctx.broker.node_id} is not the active controller")
+        fenced = controller.heartbeat(int(request.broker_id), int(request.broker_epoch))
+        code = ErrorCode.none
+    except BrokerError as exc:
+        fenced, code = True, error_code_for(exc)
+    return ctx.make(
+        "BrokerHeartbeatResponse",
+        throttle_time=ZERO,
+        error_code=code,
+        is_caught_up=True,
+        is_fenced=fenced,
+        should_shut_down=False,
+    )

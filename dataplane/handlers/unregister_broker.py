@@ -1,0 +1,45 @@
+"""UnregisterBroker (64): forget a broker that was removed from the cluster.
+
+Decided on the active controller (forwarded from any broker). The broker is fenced first
+(it leaves every ISR and loses its leaderships), then its registration is removed.
+BROKER_NOT_AVAILABLE for an id that is not registered.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.cluster import records as r
+from dataplane.cluster.changes import Changes
+from dataplane.handlers._controller import via_controller
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 64
+ZERO = datetime.timedelta(0)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return via_controller(ctx, request, _decide)
+
+
+def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
+    broker_id = int(request.broker_id)
+    controller = changes.controller
+    if broker_id not in changes.image.brokers:
+        return ctx.make(
+            "UnregisterBrokerResponse",
+            throttle_time=ZERO,
+            error_code=ErrorCode.broker_not_available,
+            error_message=f"broker {broker_id} is not registered",
+        )
+    changes.records.extend(controller.fence_records(broker_id))
+    changes.records.append(r.UnregisterBroker(broker_id))
+    return ctx.make(
+        "UnregisterBrokerResponse",
+        throttle_time=ZERO,
+        error_code=ErrorCode.none,
+        error_message=None,
+    )

@@ -1,0 +1,271 @@
+"""Followers fetch from leaders: one fetcher task per leader broker, Kafka's own protocol.
+
+For every partition it follows, a fetcher first reconciles the follower's log with the
+leader's (OffsetForLeaderEpoch with the follower's latest epoch; truncate to where the
+leader's log for that epoch ends), then sends Fetch requests with ``replica_id`` set to
+this broker, appending what comes back as it is (offsets and epochs already assigned) and
+taking the leader's high watermark (capped at its own log end). The leader learns each
+follower's log end from its fetch offset, which moves the high watermark and the ISR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i32Timedelta, i64
+
+from dataplane.errors import BrokerError
+
+if TYPE_CHECKING:
+    from dataplane.cluster.client import Channel
+    from dataplane.replication.manager import ReplicaManager
+    from dataplane.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+_RETRY_CODES = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.leader_not_available,
+    }
+)
+
+
+@dataclass(slots=True)
+class _Followed:
+    partition: Partition
+    leader_epoch: int
+    truncated: bool = False
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaManager, leader_id: int, channel: Channel) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.channel = channel
+        self.partitions: dict[TopicPartition, _Followed] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def follow(self, partition: Partition, leader_epoch: int) -> None:
+        key = (partition.topic, partition.index)
+        known = self.partitions.get(key)
+        if known is None or known.leader_epoch != leader_epoch or known.partition is not partition:
+            self.partitions[key] = _Followed(partition, leader_epoch)
+            self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def unfollow(self, key: TopicPartition) -> None:
+        self.partitions.pop(key, None)
+        self._changed.set()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # ------------------------------------------------------------------ loop
+
+    def _setting(self, key: str) -> int:
+        return int(self.manager.broker.config[key])
+
+    async def _run(self) -> None:
+        backoff = self._setting("replica.fetch.backoff.ms") / 1000
+        while self.partitions:
+            self._changed.clear()
+            try:
+                pending = [f for f in self.partitions.values() if not f.truncated]
+                if pending:
+                    await self._truncate(pending)
+                ready = [f for f in self.partitions.values() if f.truncated]
+                if not ready:
+                    await self._pause(backoff)
+                    continue
+                await self._fetch(ready)
+            except (OSError, TimeoutError) as exc:
+                log.debug("fetch from broker %d failed: %s", self.leader_id, exc)
+                await self._pause(backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher for broker %d", self.leader_id)
+                await self._pause(backoff)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), seconds)
+
+    async def _truncate(self, followed: list[_Followed]) -> None:
+        """Cut each follower log back to where it agrees with the leader's."""
+        by_topic: dict[str, list[_Followed]] = {}
+        for f in followed:
+            if f.partition.plog.latest_epoch < 0:
+                f.truncated = True  # nothing written under any epoch: nothing to cut
+                continue
+            by_topic.setdefault(f.partition.topic, []).append(f)
+        if not by_topic:
+            return
+        request = ofle_req.OffsetForLeaderEpochRequest(
+            replica_id=BrokerId(self.manager.node_id),
+            topics=tuple(
+                ofle_req.OffsetForLeaderTopic(
+                    topic=TopicName(topic),
+                    partitions=tuple(
+                        ofle_req.OffsetForLeaderPartition(
+                            partition=i32(f.partition.index),
+                            current_leader_epoch=i32(f.leader_epoch),
+                            leader_epoch=i32(f.partition.plog.latest_epoch),
+                        )
+                        for f in items
+                    ),
+                )
+                for topic, items in by_topic.items()
+            ),
+        )
+        response = await self.channel.request(request, timeout=10)
+        for topic in response.topics:
+            for result in topic.partitions:
+                found = self.partitions.get((topic.topic, result.partition))
+                if found is None or found.truncated:
+                    continue
+                f = found
+                if result.error_code != ErrorCode.none:
+                    log.debug(
+                        "%s-%d: OffsetForLeaderEpoch: %s",
+                        topic.topic,
+                        result.partition,
+                        result.error_code.name,
+                    )
+                    continue
+                plog = f.partition.plog
+                if result.end_offset < 0:
+                    target, done = plog.high_watermark, True  # the leader knows no such epoch
+                else:
+                    target, done = plog.truncation_point(
+                        int(result.leader_epoch), int(result.end_offset)
+                    )
+                target = max(target, plog.log_start_offset)
+                if target < plog.log_end_offset or not done:
+                    log.info(
+                        "%s: truncating from %d to %d (leader %d: epoch %d ends at %d)",
+                        plog.name,
+                        plog.log_end_offset,
+                        target,
+                        self.leader_id,
+                        result.leader_epoch,
+                        result.end_offset,
+                    )
+                    plog.truncate_to(target)
+                f.truncated = done  # not done: ask again with the log's new latest epoch
+
+    async def _fetch(self, ready: list[_Followed]) -> None:
+        by_topic: dict[str, list[_Followed]] = {}
+        for f in ready:
+            by_topic.setdefault(f.partition.topic, []).append(f)
+        wait_ms = self._setting("replica.fetch.wait.max.ms")
+        per_partition = self._setting("replica.fetch.max.bytes")
+        request = fetch_req.FetchRequest(
+            replica_id=BrokerId(self.manager.node_id),
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=wait_ms)),
+            min_bytes=i32(1),
+            max_bytes=i32(self._setting("replica.fetch.response.max.bytes")),
+            topics=tuple(
+                fetch_req.FetchTopic(
+                    topic=TopicName(topic),
+                    partitions=tuple(
+                        fetch_req.FetchPartition(
+                            partition=i32(f.partition.index),
+                            current_leader_epoch=i32(f.leader_epoch),
+                            fetch_offset=i64(f.partition.plog.log_end_offset),
+                            log_start_offset=i64(f.partition.plog.log_start_offset),
+                            partition_max_bytes=i32(per_partition),
+                        )
+                        for f in items
+                    ),
+                )
+                for topic, items in by_topic.items()
+            ),
+            forgotten_topics_data=(),
+        )
+        fetch = asyncio.ensure_future(self.channel.request(request, timeout=wait_ms / 1000 + 10))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            done, _ = await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+        if fetch not in done:
+            fetch.add_done_callback(_consume)
+            # a partition was added, removed or changed leader epoch: start over (the
+            # answer to the old request is dropped; the leader only learns fetch offsets)
+            if not fetch.done():
+                fetch.cancel()
+            return
+        response = fetch.result()
+        if response.error_code != ErrorCode.none:
+            raise OSError(f"fetch from broker {self.leader_id}: {response.error_code.name}")
+        backoff_needed = False
+        for topic in response.responses:
+            for part in topic.partitions:
+                known = self.partitions.get((topic.topic, part.partition_index))
+                if known is None:
+                    continue
+                if not self._apply(known, part):
+                    backoff_needed = True
+        if backoff_needed:
+            await self._pause(self._setting("replica.fetch.backoff.ms") / 1000)
+
+    def _apply(self, f: _Followed, part: object) -> bool:
+        plog = f.partition.plog
+        code = part.error_code  # type: ignore[attr-defined]
+        if code == ErrorCode.offset_out_of_range:
+            leader_start = int(part.log_start_offset)  # type: ignore[attr-defined]
+            if plog.log_end_offset < leader_start:
+                log.info(
+                    "%s: behind the leader's log start %d; restarting there",
+                    plog.name,
+                    leader_start,
+                )
+                plog.truncate_fully_and_start_at(leader_start)
+            else:
+                f.truncated = False  # ahead of the leader: reconcile by epoch again
+            return True
+        if code in _RETRY_CODES:
+            return False
+        if code != ErrorCode.none:
+            log.warning("%s: fetch from broker %d: %s", plog.name, self.leader_id, code.name)
+            return False
+        records = part.records  # type: ignore[attr-defined]
+        try:
+            if records:
+                plog.append_replica(records)
+        except BrokerError as exc:
+            log.warning("%s: cannot append fetched records: %s", plog.name, exc)
+            f.truncated = False
+            return False
+        hw = int(part.high_watermark)  # type: ignore[attr-defined]
+        plog.set_high_watermark(min(hw, plog.log_end_offset))
+        leader_start = int(part.log_start_offset)  # type: ignore[attr-defined]
+        if leader_start > plog.log_start_offset and leader_start <= plog.high_watermark:
+            plog.delete_records_before(leader_start)
+        return True
+
+
+def _consume(future: asyncio.Future[object]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,191 @@
+"""The replica manager: reconciles this broker's partition replicas to the metadata image.
+
+After every applied metadata entry it opens the logs of partitions this broker is a
+replica of, makes each one leader or follower at the image's leader epoch, points the
+followers' fetchers at their leaders, and closes and deletes replicas it no longer holds
+(a topic deleted, a reassignment completed). A periodic check asks the controller to
+shrink the ISR of partitions it leads (followers lagging over ``replica.lag.time.max.ms``)
+or to expand it (followers that caught up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from dataplane.cluster.client import Channels
+from dataplane.errors import BrokerError, NotLeaderOrFollower, UnknownTopicOrPartition
+from dataplane.replication.fetcher import ReplicaFetcher
+from dataplane.replication.partition import Partition
+
+if TYPE_CHECKING:
+    from dataplane.broker import Broker
+    from dataplane.cluster.image import Delta
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+ISR_CHECK_INTERVAL = 0.1
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.channels = Channels(f"sluice-broker-{self.node_id}-replica")
+        self._task: asyncio.Task[None] | None = None
+        self._isr_requests: dict[TopicPartition, asyncio.Task[None]] = {}
+        self.active = False
+
+    # ------------------------------------------------------------------ lookups
+
+    def leader(self, topic: str, partition: int, client_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it; UnknownTopicOrPartition or
+        NotLeaderOrFollower (and the epoch errors) otherwise."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            if (topic, partition) in self.broker.metadata.partitions:
+                raise NotLeaderOrFollower(
+                    f"broker {self.node_id} holds no replica of {topic}-{partition}"
+                )
+            raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+        part.check_leader(client_epoch)
+        return part
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._isr_loop())
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._isr_requests.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        await self.channels.close()
+        for part in self.partitions.values():
+            part.stop()
+
+    # ------------------------------------------------------------------ reconcile
+
+    def activate(self) -> None:
+        """Take the replica roles the image gives this broker. Called once the broker has
+        replayed the metadata log up to its own registration: earlier entries are history
+        (a restarted broker must not act as the leader it once was)."""
+        from dataplane.cluster.image import Delta
+
+        self.active = True
+        self.on_metadata(Delta(restored=True))
+
+    def on_metadata(self, delta: Delta) -> None:
+        if not self.active:
+            return
+        image = self.broker.metadata
+        for info in delta.removed:
+            for p in range(info.partitions):
+                self._drop((info.name, p), delete=False)
+        if delta.restored:
+            keys = set(image.partitions) | set(self.partitions)
+        else:
+            keys = set(delta.partitions)
+            if delta.brokers:
+                # a leader's address may have changed (re-registration after a restart)
+                keys |= {k for k, part in self.partitions.items() if not part.is_leader}
+        for key in sorted(keys):
+            try:
+                self._reconcile(key)
+            except (BrokerError, OSError) as exc:
+                log.error("%s-%d: cannot take the replica role: %s", key[0], key[1], exc)
+
+    def _reconcile(self, key: TopicPartition) -> None:
+        image = self.broker.metadata
+        state = image.partitions.get(key)
+        if state is None or self.node_id not in state.replicas:
+            self._drop(key, delete=state is not None or key[0] in image.topics)
+            return
+        part = self.partitions.get(key)
+        if part is None:
+            plog = self.broker.logs.open_partition(*key)
+            part = self.partitions[key] = Partition(plog, self.node_id)
+        if state.leader == self.node_id:
+            self._unfollow(key)
+            part.become_leader(state)
+            return
+        part.become_follower(state)
+        leader = image.brokers.get(state.leader)
+        if state.leader < 0 or leader is None or leader.fenced:
+            self._unfollow(key)
+            return
+        fetcher = self.fetchers.get(state.leader)
+        address = (leader.host, leader.port)
+        if fetcher is None or fetcher.channel.address != address:
+            if fetcher is not None:
+                self._retire(state.leader)
+            channel = self.channels.get(f"fetch-{state.leader}", *address)
+            fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader, channel)
+        for other_id, other in self.fetchers.items():
+            if other_id != state.leader:
+                other.unfollow(key)
+        fetcher.follow(part, state.leader_epoch)
+
+    def _retire(self, leader_id: int) -> None:
+        fetcher = self.fetchers.pop(leader_id, None)
+        if fetcher is not None:
+            asyncio.get_running_loop().create_task(fetcher.stop())
+
+    def _unfollow(self, key: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.unfollow(key)
+
+    def _drop(self, key: TopicPartition, *, delete: bool) -> None:
+        self._unfollow(key)
+        part = self.partitions.pop(key, None)
+        if part is None:
+            return
+        part.stop()
+        if delete:
+            log.info("%s-%d: no longer a replica here; deleting the local copy", *key)
+            asyncio.get_running_loop().create_task(self.broker.logs.remove_partition(*key))
+
+    # ------------------------------------------------------------------ ISR upkeep
+
+    async def _isr_loop(self) -> None:
+        while True:
+            await asyncio.sleep(ISR_CHECK_INTERVAL)
+            if self.broker.cluster.epoch < 0:
+                continue
+            now = time.monotonic()
+            for key, part in list(self.partitions.items()):
+                if not part.is_leader or part.state is None or key in self._isr_requests:
+                    continue
+                lag = int(self.broker.config["replica.lag.time.max.ms"]) / 1000
+                shrink = part.isr_to_shrink(now, lag)
+                expand = part.isr_to_expand()
+                if not shrink and not expand:
+                    continue
+                isr = list(dict.fromkeys([b for b in part.state.isr if b not in shrink] + expand))
+                self._isr_requests[key] = asyncio.get_running_loop().create_task(
+                    self._alter_isr(key, part, isr)
+                )
+
+    async def _alter_isr(self, key: TopicPartition, part: Partition, isr: list[int]) -> None:
+        state = part.state
+        try:
+            if state is None:
+                return
+            log.info("%s-%d: asking to change ISR %s -> %s", *key, list(state.isr), isr)
+            await self.broker.cluster.alter_partition(state, isr)
+        except (BrokerError, OSError, TimeoutError) as exc:
+            log.info("%s-%d: ISR change failed: %s", *key, exc)
+            await asyncio.sleep(0.2)
+        finally:
+            self._isr_requests.pop(key, None)
