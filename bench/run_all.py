@@ -5,7 +5,8 @@
     python -m bench.run_all --only produce,consume --skip-kafka
     python -m bench.run_all --profile        cProfile the Sluice broker per workload instead
 
-Benches: disk, loopback, redis, produce, consume, one-record, java. See bench/README.md.
+Benches: disk, loopback, redis, produce, consume, one-record, java, and replication (opt-in:
+``--only replication``; printed, not recorded). See bench/README.md.
 Nothing here asserts: a target that is missed is reported as FAIL and the run goes on; a bench
 that cannot run (tool missing, broker error) is reported with its reason.
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, clients, javaperf, one_record
+from bench import baselines, bench_replication, clients, javaperf, one_record
 from bench.common import (
     REPO,
     Failed,
@@ -43,7 +44,10 @@ from bench.common import (
 )
 from bench.servers import KafkaServer, RedisServer, SluiceServer
 
-BENCHES = ("disk", "loopback", "redis", "produce", "consume", "one-record", "java")
+BENCHES = ("disk", "loopback", "redis", "produce", "consume", "one-record", "java", "replication")
+# Run when --only is not given. replication is opt-in until Sluice brokers replicate; its
+# figures are printed, never recorded in RESULTS.md.
+DEFAULT_BENCHES = tuple(b for b in BENCHES if b != "replication")
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 PROFILES = Path(__file__).resolve().parent / "profiles"
 SMALL, LARGE = 100, 10 * 1024
@@ -100,7 +104,7 @@ class Plan:
     def label(self) -> str:
         if self.quick:
             return "quick"
-        if self.only != set(BENCHES) or self.skip_kafka:
+        if self.only != set(DEFAULT_BENCHES) or self.skip_kafka:
             return "partial"
         return "full"
 
@@ -655,7 +659,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    only = set(BENCHES)
+    only = set(DEFAULT_BENCHES)
     if args.only:
         only = {x.strip() for x in args.only.split(",") if x.strip()}
         unknown = only - set(BENCHES)
@@ -719,6 +723,15 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     if error:
                         print(f"  {error}", flush=True)
+        if "replication" in only:
+            bench_replication.run(
+                bench_replication.Settings(plan.quick, plan.skip_kafka),
+                workdir,
+                client,
+                run.versions.get("kafka", ""),
+            )
+            if only == {"replication"}:
+                return 0
         text = report(run)
         print()
         print(text)

@@ -15,31 +15,24 @@ exit if a caller forgot to.
 
 from __future__ import annotations
 
-import atexit
 import base64
-import contextlib
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
 from .java_client import FETCH_HINT, JAVA_CACHE, REPO_ROOT, java_missing
+from .processes import die_with_parent_preexec, free_ports, stop_group, track, untrack
 
 KAFKA_DIR = JAVA_CACHE / "kafka"
 LOG4J_CONFIG = REPO_ROOT / "tools" / "java" / "log4j2-quiet.xml"
 STOP_GRACE_SECONDS = 10.0
-
-_live: set[KafkaOracle] = set()
 
 
 def oracle_available() -> str | None:
@@ -77,18 +70,119 @@ def kafka_java_command(
     ]
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def random_cluster_id() -> str:
     """A Kafka Uuid string (URL-safe base64 of 16 random bytes), as `kafka-storage random-uuid`."""
     while True:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cid.startswith("-"):
             return cid
+
+
+def kafka_env(workdir: Path) -> dict[str, str]:
+    return {**os.environ, "LOG_DIR": str(workdir / "logs")}
+
+
+def write_properties(path: Path, config: Mapping[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+
+
+def format_storage(props: Path, cluster_id: str, workdir: Path, *extra: str) -> None:
+    """``kafka-storage format`` of the node described by ``props`` (idempotent)."""
+    fmt = subprocess.run(
+        kafka_java_command(
+            "kafka.tools.StorageTool",
+            "format",
+            "--config",
+            str(props),
+            "--cluster-id",
+            cluster_id,
+            *extra,
+            "--ignore-formatted",
+            heap="-Xmx256m",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env=kafka_env(workdir),
+    )
+    if fmt.returncode != 0:
+        raise RuntimeError(f"kafka-storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+
+
+def spawn_kafka(
+    props: Path, workdir: Path, log: IO[bytes], *, heap: str
+) -> subprocess.Popen[bytes]:
+    """``kafka.Kafka props`` in its own session, output to ``log``, killed if we die."""
+    return subprocess.Popen(
+        kafka_java_command(
+            "kafka.Kafka",
+            str(props),
+            heap=heap,
+            jvm_opts=[f"-Dkafka.logs.dir={workdir / 'logs'}"],
+        ),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=kafka_env(workdir),
+        start_new_session=True,
+        preexec_fn=die_with_parent_preexec(),
+    )
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_kafka_ready(
+    proc: subprocess.Popen[bytes],
+    port: int,
+    deadline: float,
+    *,
+    what: str,
+    log_path: Path,
+    brokers: int = 1,
+) -> None:
+    """Until the broker on ``port`` answers Metadata listing at least ``brokers`` brokers;
+    raises with the log's tail if the process exits or the deadline passes."""
+    from confluent_kafka.admin import AdminClient
+
+    admin: Any = None
+    last_error = "broker port not open"
+    started = time.monotonic()
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"{what} exited with {proc.returncode} during startup:\n" + log_tail(log_path)
+            )
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                pass
+        except OSError:
+            time.sleep(0.1)
+            continue
+        if admin is None:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
+        try:
+            md = admin.list_topics(timeout=2)
+        except Exception as e:  # KafkaException while the broker is still fencing
+            last_error = str(e)
+            time.sleep(0.1)
+            continue
+        if len(md.brokers) >= brokers:
+            return
+        last_error = f"metadata lists brokers {sorted(md.brokers)}, want {brokers}"
+        time.sleep(0.1)
+    raise TimeoutError(
+        f"{what} not ready after {time.monotonic() - started:.0f} s ({last_error}):\n"
+        + log_tail(log_path)
+    )
 
 
 class KafkaOracle:
@@ -157,51 +251,14 @@ class KafkaOracle:
             raise RuntimeError(reason)
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port, self.controller_port = free_port(), free_port()
-        while self.controller_port == self.port:
-            self.controller_port = free_port()
+        self.port, self.controller_port = free_ports(2)
         props = self.workdir / "server.properties"
-        props.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
-
-        env = {**os.environ, "LOG_DIR": str(self.workdir / "logs")}
-        fmt = subprocess.run(
-            kafka_java_command(
-                "kafka.tools.StorageTool",
-                "format",
-                "--config",
-                str(props),
-                "--cluster-id",
-                random_cluster_id(),
-                "--standalone",
-                "--ignore-formatted",
-                heap="-Xmx256m",
-            ),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-        if fmt.returncode != 0:
-            raise RuntimeError(f"kafka-storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+        write_properties(props, self.server_properties())
+        format_storage(props, random_cluster_id(), self.workdir, "--standalone")
 
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self._proc = subprocess.Popen(
-            kafka_java_command(
-                "kafka.Kafka",
-                str(props),
-                heap=self.heap,
-                jvm_opts=[f"-Dkafka.logs.dir={self.workdir / 'logs'}"],
-            ),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if _die_with_parent_ok() else None,
-        )
-        _live.add(self)
+        self._proc = spawn_kafka(props, self.workdir, self._log, heap=self.heap)
+        track(self)
         try:
             self._wait_ready(started + self.startup_timeout)
         except BaseException:
@@ -210,65 +267,22 @@ class KafkaOracle:
         self.startup_seconds = time.monotonic() - started
 
     def _wait_ready(self, deadline: float) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        admin: Any = None
-        last_error = "broker port not open"
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"Apache Kafka exited with {self._proc.returncode} during startup:\n"
-                    + self.log_tail()
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    pass
-            except OSError:
-                time.sleep(0.1)
-                continue
-            if admin is None:
-                admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-            try:
-                md = admin.list_topics(timeout=2)
-            except Exception as e:  # KafkaException while the broker is still fencing
-                last_error = str(e)
-                time.sleep(0.1)
-                continue
-            if md.brokers:
-                return
-            last_error = "metadata lists no brokers yet"
-            time.sleep(0.1)
-        raise TimeoutError(
-            f"Apache Kafka not ready after {self.startup_timeout} s ({last_error}):\n"
-            + self.log_tail()
+        assert self._proc is not None
+        wait_kafka_ready(
+            self._proc, self.port, deadline, what="Apache Kafka", log_path=self.log_path
         )
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=STOP_GRACE_SECONDS)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            else:
-                proc.wait()
+            stop_group(proc, STOP_GRACE_SECONDS)
         if self._log is not None:
             self._log.close()
             self._log = None
-        _live.discard(self)
+        untrack(self)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     def __enter__(self) -> Self:
         self.start()
@@ -281,20 +295,3 @@ class KafkaOracle:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def _die_with_parent_ok() -> bool:
-    # PR_SET_PDEATHSIG fires when the creating *thread* exits, so only use it from the main thread.
-    return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL the broker if the test process dies without cleanup."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-
-
-@atexit.register
-def _stop_all() -> None:
-    for oracle in list(_live):
-        oracle.stop()
