@@ -131,7 +131,7 @@ def explain(exc: grpc.RpcError, env: Env, endpoint: str) -> CliError:
     """The one mapping from a gRPC status to a user-facing error line with a hint."""
     code = exc.code()
     details = exc.details() or code.name
-    if code == grpc.StatusCode.UNAVAILABLE and not details.startswith("broker "):
+    if code == grpc.StatusCode.UNAVAILABLE and not details.startswith(("broker ", "broker(s) ")):
         return CliError(
             f"cannot reach the control plane at {endpoint}",
             "is it running? start it with `cloudctl up`; `cloudctl status` tells",

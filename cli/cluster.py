@@ -96,10 +96,12 @@ def wait_for(
                 object_stores.update(object_store_of(call))
             return cluster
         if cluster.state == pb.CLUSTER_STATE_FAILED:
+            # a failed scale-in is final (the cluster keeps its brokers); start failures retry
+            scale_in = cluster.state_message.startswith("scale-in")
+            retrying = "" if scale_in else "the control plane keeps retrying; "
             raise CliError(
                 f"cluster {name!r} FAILED: {cluster.state_message}",
-                "the control plane keeps retrying; inspect it with "
-                f"`cloudctl describe-cluster {name}`",
+                f"{retrying}inspect it with `cloudctl describe-cluster {name}`",
             )
         if time.monotonic() - started > timeout:
             raise CliError(
@@ -193,7 +195,12 @@ def get_bootstrap_brokers(env: Env, *, name: str) -> None:
 def update_broker_count(
     env: Env, *, name: str, broker_count: int, wait: bool, timeout: float, output: str
 ) -> None:
-    """Add brokers to a cluster (removing brokers is not possible yet)."""
+    """Add or remove brokers.
+
+    New brokers start empty (existing partitions stay where they are). Removing brokers (the
+    highest ids) first moves their partitions to the brokers that stay; the voters of the
+    metadata quorum (brokers 0-2, or broker 0 in a cluster created with fewer than 3) stay.
+    """
     api = Api(env)
     cluster, stores = api.call_with_object_store(
         api.clusters.UpdateBrokerCount,

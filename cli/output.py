@@ -204,13 +204,21 @@ def topic_json(topic: topics_pb2.Topic, *, detail: bool) -> dict[str, Any]:
                 "leader": p.leader,
                 "replicas": list(p.replicas),
                 "isr": list(p.isr),
+                "under_replicated": under_replicated(p),
+                "offline": p.leader < 0,
             }
             for p in topic.partition_details
         ]
     return out
 
 
+def under_replicated(partition: topics_pb2.Partition) -> bool:
+    """Some replica is not in the ISR (it is catching up, or its broker is down)."""
+    return not set(partition.replicas) <= set(partition.isr)
+
+
 def topic_table(topic: topics_pb2.Topic) -> str:
+    lagging = [f"partition {p.partition}" for p in topic.partition_details if under_replicated(p)]
     head = fields(
         [
             ("topic", topic.name),
@@ -218,6 +226,7 @@ def topic_table(topic: topics_pb2.Topic) -> str:
             ("topic id", topic.topic_id),
             ("partitions", topic.partitions),
             ("replication factor", topic.replication_factor),
+            ("under-replicated", ", ".join(lagging) or "none"),
             ("config", config_text(topic.config)),
         ]
     )
@@ -226,7 +235,7 @@ def topic_table(topic: topics_pb2.Topic) -> str:
         [
             (
                 p.partition,
-                p.leader,
+                p.leader if p.leader >= 0 else "none",
                 ",".join(map(str, p.replicas)),
                 ",".join(map(str, p.isr)),
             )

@@ -6,7 +6,8 @@ Every limit has a number and a key. Settings come from ``$SLUICE_HOME/controlpla
 Broker settings in CreateCluster / UpdateClusterConfig are validated with the broker's own
 definitions (``dataplane.config.BROKER_CONFIGS``): the control plane imports that one table so
 a bad key or value is refused before a process starts, never after. Keys the control plane
-owns (``node.id``, ``cluster.id``, ``advertised.listeners``) and read-only keys are refused.
+owns (``node.id``, ``cluster.id``, ``advertised.listeners``, the ``controller.*`` quorum keys)
+and read-only keys are refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from controlplane.errors import InvalidBrokerCount, InvalidConfig, InvalidName
 # hyphen (a name like "-x" would read as an option on every command line).
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 
-MANAGED_BROKER_KEYS = frozenset({"node.id", "cluster.id", "advertised.listeners"})
+MANAGED_BROKER_KEYS = frozenset(
+    {
+        "node.id",
+        "cluster.id",
+        "advertised.listeners",
+        "controller.quorum.voters",
+        "controller.quorum.voter.listeners",
+        "controller.listener",
+    }
+)
 """Broker settings the control plane sets itself for every broker."""
 
 
@@ -51,6 +61,10 @@ class Settings:
     """Consecutive failed probes after which a running but unresponsive broker is restarted."""
     kafka_request_timeout_ms: int = 15_000
     """Timeout of one Kafka admin request sent by the Topics API."""
+    reassignment_timeout_ms: int = 600_000
+    """How long a scale-in waits for its partition reassignments before it fails."""
+    reassignment_poll_ms: int = 500
+    """How often a scale-in polls ListPartitionReassignments."""
     s3_start_timeout_ms: int = 30_000
     """Time the embedded S3 server gets to open its port (it reloads its data first)."""
     s3_restart_backoff_max_ms: int = 10_000

@@ -65,7 +65,7 @@ def round_trip(bootstrap: str) -> None:
             "bootstrap.servers": bootstrap,
             "group.id": f"demo-{uuid.uuid4().hex[:8]}",
             "auto.offset.reset": "earliest",
-            "log_level": 3,  # brokers do not share a cluster id yet (issue 4): quiet that warning
+            "log_level": 3,  # quiet: leadership moves while the cluster settles are retried
         }
     )
     consumer.subscribe([TOPIC])

@@ -23,7 +23,7 @@ from controlplane.config import (
 from controlplane.objectstore import bucket_name
 from controlplane.process import free_port
 from controlplane.reconciler import ClusterManager
-from controlplane.store import BrokerRecord, ClusterRecord, Store
+from controlplane.store import BrokerRecord, ClusterRecord, Store, choose_voters
 
 
 def new_cluster_id() -> str:
@@ -57,6 +57,8 @@ class ClusterFrontend:
         for broker_id in ids:
             port = free_port(self.settings.broker_host, used)
             used.add(port)
+            raft_port = free_port(self.settings.broker_host, used)
+            used.add(raft_port)
             out.append(
                 BrokerRecord(
                     cluster=cluster.name,
@@ -65,6 +67,7 @@ class ClusterFrontend:
                     port=port,
                     data_dir=str(cluster_dir / f"broker-{broker_id}"),
                     log_path=str(log_dir / f"broker-{broker_id}.log"),
+                    raft_port=raft_port,
                 )
             )
         return out
@@ -94,6 +97,7 @@ class ClusterFrontend:
             # the reconciler creates the bucket; brokers get the settings once they take them
             s3_endpoint=objects.endpoint if objects is not None else "",
             s3_bucket=bucket_name(name, cluster_id) if objects is not None else "",
+            voters=choose_voters(range(count)),
         )
         self.store.insert_cluster(cluster, self._new_brokers(cluster, range(count)))
         self.manager.notify(name)
@@ -126,11 +130,7 @@ class ClusterFrontend:
             return cluster
         self._check_idle(cluster, "update the broker count")
         if count < cluster.broker_count:
-            raise errors.ScaleInNotSupported(
-                f"cannot scale cluster {name!r} in from {cluster.broker_count} to {count} "
-                "brokers: removing brokers needs partition reassignment, which arrives with "
-                "replication (issue 4); the cluster keeps its brokers"
-            )
+            return self._scale_in(cluster, count)
         new = self._new_brokers(cluster, range(cluster.broker_count, count))
         self.store.add_brokers(
             name,
@@ -142,6 +142,26 @@ class ClusterFrontend:
         )
         self.manager.notify(name)
         return self.get(name)
+
+    def _scale_in(self, cluster: ClusterRecord, count: int) -> ClusterRecord:
+        """Record the smaller count; the reconciler moves partitions, then removes brokers."""
+        if count < cluster.min_broker_count:
+            voters = ", ".join(str(v) for v in cluster.voters)
+            raise errors.ScaleInNotSupported(
+                f"cannot scale cluster {cluster.name!r} in to {count} broker(s): broker(s) "
+                f"{voters} are the voters of its metadata quorum and stay, so it can shrink to "
+                f"{cluster.min_broker_count} broker(s) at least"
+            )
+        ids = ", ".join(str(i) for i in range(count, cluster.broker_count))
+        self.store.update_cluster(
+            cluster.name,
+            broker_count=count,
+            state=store.UPDATING,
+            operation=store.OP_UPDATE_BROKER_COUNT,
+            state_message=f"scale-in to {count} broker(s): moving partitions off broker(s) {ids}",
+        )
+        self.manager.notify(cluster.name)
+        return self.get(cluster.name)
 
     def update_config(
         self, name: str, config: Mapping[str, str], remove: Sequence[str]

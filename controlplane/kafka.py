@@ -1,15 +1,19 @@
-"""A small asyncio Kafka client: readiness probes and the admin requests of the Topics API.
+"""A small asyncio Kafka client: readiness probes, the admin requests of the Topics API and
+the partition reassignments of a scale-in.
 
-The control plane talks to each broker directly (it never follows advertised addresses), so it
-can probe one given broker and, until brokers share metadata (issue 4), apply a topic change
-to every broker of a cluster. Requests and responses are kio entities; framing:
+The control plane talks to each broker directly (it never follows advertised addresses): it
+probes one given broker, and sends an admin request to any one broker of the cluster (every
+broker answers every admin request, forwarding metadata changes to the active controller),
+trying the next one when a broker cannot be reached (:func:`on_any`). Requests and responses
+are kio entities; framing:
 
     request  := size:int32 header body        header: api_key:int16 api_version:int16
     response := size:int32 correlation_id:int32 [tagged fields] body       correlation_id:int32
                                                                             client_id:string …
 
 One request at a time per connection; every call has a timeout. Errors: OSError and
-asyncio.TimeoutError for transport problems, :class:`KafkaResponseError` for an error code.
+asyncio.TimeoutError for transport problems (:class:`Unreachable`, an OSError, when no
+connection could be opened: nothing was sent), :class:`KafkaResponseError` for an error code.
 """
 
 from __future__ import annotations
@@ -20,18 +24,22 @@ import datetime
 import io
 import struct
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kio.index import load_response_schema
+from kio.schema.alter_partition_reassignments.v0 import request as alter_reassignments
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_topics.v7 import request as create_topics
 from kio.schema.delete_topics.v6 import request as delete_topics
 from kio.schema.describe_configs.v4 import request as describe_configs
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs
+from kio.schema.list_partition_reassignments.v0 import request as list_reassignments
 from kio.schema.metadata.v12 import request as metadata
-from kio.schema.types import TopicName
+from kio.schema.types import BrokerId, TopicName
+from kio.schema.unregister_broker.v0 import request as unregister_broker
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
@@ -39,6 +47,13 @@ CLIENT_ID = "sluice-controlplane"
 RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
 OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs operations
 SOURCE_DYNAMIC_TOPIC = 1  # DescribeConfigs config_source of a topic override
+
+
+T = TypeVar("T")
+
+
+class Unreachable(OSError):
+    """No connection to the broker could be opened (refused, timed out): nothing was sent."""
 
 
 class KafkaResponseError(Exception):
@@ -72,6 +87,15 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True)
+class Reassignment:
+    """A partition being moved (ListPartitionReassignments)."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class ConfigEntry:
     name: str
     value: str | None
@@ -89,7 +113,11 @@ class KafkaConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, timeout: float) -> KafkaConnection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except OSError as exc:  # TimeoutError included
+            why = exc or type(exc).__name__
+            raise Unreachable(f"cannot connect to {host}:{port}: {why}") from exc
         return cls(reader, writer)
 
     async def close(self) -> None:
@@ -285,3 +313,110 @@ class Admin:
                 raise KafkaResponseError(
                     result.error_code, result.error_message, f"alter configs of {name!r}"
                 )
+
+    async def alter_partition_reassignments(
+        self, moves: dict[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaResponseError]:
+        """Start moving partitions to new replica lists (None cancels a partition's move).
+
+        Returns the partitions the broker refused, with their error; a top-level error raises.
+        """
+        by_topic: dict[str, list[alter_reassignments.ReassignablePartition]] = {}
+        for (topic, partition), replicas in sorted(moves.items()):
+            by_topic.setdefault(topic, []).append(
+                alter_reassignments.ReassignablePartition(
+                    partition_index=i32(partition),
+                    replicas=None if replicas is None else tuple(BrokerId(r) for r in replicas),
+                )
+            )
+        request = alter_reassignments.AlterPartitionReassignmentsRequest(
+            timeout=_timeout_ms(self.timeout),
+            topics=tuple(
+                alter_reassignments.ReassignableTopic(name=TopicName(t), partitions=tuple(ps))
+                for t, ps in by_topic.items()
+            ),
+        )
+        response = await self._call(request)
+        if response.error_code != ErrorCode.none:
+            raise KafkaResponseError(
+                response.error_code, response.error_message, "alter partition reassignments"
+            )
+        refused: dict[tuple[str, int], KafkaResponseError] = {}
+        for topic in response.responses:
+            for p in topic.partitions:
+                if p.error_code != ErrorCode.none:
+                    key = (str(topic.name), int(p.partition_index))
+                    refused[key] = KafkaResponseError(
+                        p.error_code, p.error_message, f"reassign {key[0]}-{key[1]}"
+                    )
+        return refused
+
+    async def list_partition_reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        """Every partition being moved now."""
+        request = list_reassignments.ListPartitionReassignmentsRequest(
+            timeout=_timeout_ms(self.timeout), topics=None
+        )
+        response = await self._call(request)
+        if response.error_code != ErrorCode.none:
+            raise KafkaResponseError(
+                response.error_code, response.error_message, "list partition reassignments"
+            )
+        return {
+            (str(topic.name), int(p.partition_index)): Reassignment(
+                replicas=tuple(int(r) for r in p.replicas),
+                adding=tuple(int(r) for r in p.adding_replicas),
+                removing=tuple(int(r) for r in p.removing_replicas),
+            )
+            for topic in response.topics
+            for p in topic.partitions
+        }
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        response = await self._call(
+            unregister_broker.UnregisterBrokerRequest(broker_id=BrokerId(broker_id))
+        )
+        if response.error_code != ErrorCode.none:
+            raise KafkaResponseError(
+                response.error_code, response.error_message, f"unregister broker {broker_id}"
+            )
+
+
+class BrokerAddress(Protocol):
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+async def on_any(
+    brokers: Sequence[BrokerAddress],
+    call: Callable[[Admin], Awaitable[T]],
+    timeout: float,
+    *,
+    read_only: bool = False,
+) -> T:
+    """Run one admin call on the first broker that takes it, in the order given.
+
+    The next broker is tried when a broker cannot be reached (nothing was sent), and, for a
+    ``read_only`` call, after any transport failure (a change that may have been applied is
+    not sent twice). Kafka error codes are answers: they are raised, not retried. The last
+    transport error is raised when no broker took the call.
+    """
+    if not brokers:
+        raise Unreachable("no broker to send the request to")
+    last: BaseException | None = None
+    for broker in brokers:
+        try:
+            return await call(Admin(broker.host, broker.port, timeout))
+        except Unreachable as exc:
+            last = exc
+        except (OSError, asyncio.IncompleteReadError) as exc:  # TimeoutError included
+            if not read_only:
+                raise
+            last = exc
+    assert last is not None
+    raise last

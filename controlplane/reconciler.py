@@ -4,35 +4,45 @@ The servicers only write desired state (store.py) and call :meth:`ClusterManager
 cluster's reconciler then runs *steps*; a step reads the cluster and its brokers from the store,
 looks at the processes, and moves one stage forward, driving the state machine:
 
-    CREATING ──all brokers answer ApiVersions──▶ ACTIVE ◀──▶ UPDATING (scale out, rolling restart)
+    CREATING ──all brokers answer ApiVersions──▶ ACTIVE ◀──▶ UPDATING (scale out or in, rolling
+                                                                     restart)
                                                   │  ▲
                        a broker exits or hangs ──▼  │ restarted, answers again
                                                  HEALING
     any state ──DeleteCluster──▶ DELETING ──brokers stopped, data removed──▶ (row deleted)
     CREATING/UPDATING ──a broker fails to start broker.start.attempts times──▶ FAILED (retried
     with backoff; ACTIVE again once every broker answers)
+    UPDATING (scale-in) ──reassignment refused or not done in reassignment.timeout.ms──▶ FAILED
+    (the cluster keeps its brokers; stays FAILED until the next operation)
 
 Steps run one at a time per cluster, after a wake-up (a request, a process exit seen through
 its pidfd) or every ``supervisor.interval.ms``. DeleteCluster interrupts a running step.
 
-Stopgap until issue 4 (Raft, replication): the brokers of a cluster do not share metadata or
-data. So that every Kafka client sees one consistent cluster, every broker advertises broker
-0's address: clients may bootstrap from any broker, but produce, fetch and group traffic all
-go to broker 0. See controlplane/README.md.
+The brokers of a cluster form one Kafka cluster: a Raft metadata quorum of fixed voters (the
+cluster's ``voters``, the 3 lowest ids or broker 0 alone, see ``store.choose_voters``) and
+replicated partitions. Each broker gets its id, the cluster id, the voters' Raft and Kafka
+addresses, its own Raft listener and advertises its own Kafka address (``_settings_for``). A
+scale-out starts new brokers with the same settings; a scale-in moves partitions off the
+brokers that go before it stops them (``_scale_in``). See controlplane/README.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from controlplane import kafka, store
 from controlplane.config import Settings
+from controlplane.kafka import KafkaResponseError, on_any
 from controlplane.objectstore import ObjectStoreManager, bucket_name
 from controlplane.process import (
     BrokerProcess,
@@ -42,7 +52,8 @@ from controlplane.process import (
     port_free,
     runs_broker,
 )
-from controlplane.store import BrokerRecord, ClusterRecord, Store
+from controlplane.store import BrokerRecord, ClusterRecord, Store, choose_voters
+from controlplane.topics import plan_reassignment
 from tiered.errors import ObjectStoreError
 
 log = logging.getLogger("sluice.controlplane.reconciler")
@@ -91,6 +102,10 @@ class ClusterReconciler:
         self._bucket_task: asyncio.Task[None] | None = None
         self._bucket_failures = 0
         self._bucket_next = 0.0
+        self._scale_in_deadline: float | None = None
+        """Monotonic time by which the running scale-in's reassignments must be done."""
+        self._failure: str = ""
+        """State message of a failed scale-in: FAILED stays until the next operation."""
 
     @property
     def store(self) -> Store:
@@ -164,6 +179,7 @@ class ClusterReconciler:
             await self.delete(cluster)
             return GONE
         cluster = self._ensure_bucket(cluster)
+        cluster = self._ensure_quorum(cluster)
         records = self.store.brokers(self.name)
         self._sync_runtimes(records)
         runtimes = [self.runtimes[r.broker_id] for r in records]
@@ -207,10 +223,14 @@ class ClusterReconciler:
         if any(rt.state != RUNNING for rt in runtimes):
             return AGAIN
 
-        # 5. everything answers: finish the operation
+        # 5. scale-in: move partitions off the brokers that go, then stop and forget them
+        if len(runtimes) > cluster.broker_count:
+            return await self._scale_in(cluster, runtimes)
+
+        # 6. everything answers: finish the operation
+        if cluster.state == store.FAILED and cluster.state_message == self._failure:
+            return IDLE  # a failed scale-in stays visible until the next operation
         if cluster.state != store.ACTIVE or cluster.operation:
-            if cluster.operation == store.OP_UPDATE_BROKER_COUNT:
-                await self._sync_new_brokers(runtimes)
             self.set_state(cluster, store.ACTIVE, "", operation="")
         return IDLE
 
@@ -323,13 +343,46 @@ class ClusterReconciler:
 
     # ------------------------------------------------------------------ starting
 
+    def _ensure_quorum(self, cluster: ClusterRecord) -> ClusterRecord:
+        """Record the voters and every broker's Raft port (clusters recorded before Raft).
+
+        Brokers that ran without them are restarted (a config-version bump: a rolling restart)
+        so that they join the quorum.
+        """
+        records = self.store.brokers(self.name)
+        if not cluster.voters and records:
+            cluster = self.store.update_cluster(
+                self.name, voters=choose_voters([r.broker_id for r in records])
+            )
+        missing = [r for r in records if not r.raft_port]
+        if missing:
+            used = self.store.used_ports() | self.manager.reserved_ports()
+            for record in missing:
+                port = free_port(record.host, used)
+                used.add(port)
+                self.store.update_broker(self.name, record.broker_id, raft_port=port)
+                log.info(
+                    "cluster %s: broker %d gets Raft port %d", self.name, record.broker_id, port
+                )
+            if any(r.config_version for r in missing):
+                cluster = self.store.update_cluster(
+                    self.name, config_version=cluster.config_version + 1
+                )
+        return cluster
+
     def _settings_for(self, cluster: ClusterRecord, record: BrokerRecord) -> dict[str, str]:
-        primary = self.store.brokers(self.name)[0]
+        by_id = {b.broker_id: b for b in self.store.brokers(self.name)}
+        voters = [by_id[v] for v in cluster.voters if v in by_id]
         return {
             **cluster.config,
             "node.id": str(record.broker_id),
             "cluster.id": cluster.cluster_id,
-            "advertised.listeners": primary.address,
+            "controller.quorum.voters": ",".join(f"{v.broker_id}@{v.raft_address}" for v in voters),
+            "controller.quorum.voter.listeners": ",".join(
+                f"{v.broker_id}@{v.address}" for v in voters
+            ),
+            "controller.listener": record.raft_address,
+            "advertised.listeners": record.address,
         }
 
     def _spawn(self, cluster: ClusterRecord, rt: BrokerRuntime) -> None:
@@ -346,6 +399,16 @@ class ClusterReconciler:
             )
             self.store.update_broker(self.name, record.broker_id, port=port)
             record = rt.record = self.store.broker(self.name, record.broker_id)
+            if record.broker_id in cluster.voters and len(self.runtimes) > 1:
+                # a voter's Kafka address is in every broker's settings: they restart to learn it
+                log.warning(
+                    "cluster %s: voter %d moved; rolling restart of the others",
+                    self.name,
+                    record.broker_id,
+                )
+                cluster = self.store.update_cluster(
+                    self.name, config_version=cluster.config_version + 1
+                )
         command = broker_command(
             record.data_dir, record.address, self._settings_for(cluster, record)
         )
@@ -379,7 +442,8 @@ class ClusterReconciler:
             )
         elif cluster.operation == store.OP_UPDATE_BROKER_COUNT:
             ids = ", ".join(str(rt.record.broker_id) for rt in down)
-            cluster = self.set_state(cluster, cluster.state, f"starting new broker(s) {ids}")
+            new = "new " if len(self.runtimes) <= cluster.broker_count else ""
+            cluster = self.set_state(cluster, cluster.state, f"starting {new}broker(s) {ids}")
         if not due:
             wait = min(rt.next_attempt for rt in down) - now
             with contextlib.suppress(asyncio.TimeoutError):
@@ -497,15 +561,166 @@ class ClusterReconciler:
                 )
                 rt.proc.kill()  # the next step sees it gone and restarts it (HEALING)
 
-    async def _sync_new_brokers(self, runtimes: list[BrokerRuntime]) -> None:
-        """Stopgap until issue 4: give brokers added by a scale-out the cluster's topics."""
-        from controlplane.topics import copy_topics
+    # ------------------------------------------------------------------ scale-in
 
-        primary, *others = [rt.record for rt in runtimes]
-        try:
-            await copy_topics(primary, others, self.settings.kafka_request_timeout_ms / 1000)
-        except Exception as exc:  # best effort: clients route to broker 0 anyway
-            log.warning("cluster %s: copying topics to new brokers failed: %s", self.name, exc)
+    async def _scale_in(self, cluster: ClusterRecord, runtimes: list[BrokerRuntime]) -> str:
+        """Move every partition off the brokers that go, then stop, unregister and forget them.
+
+        One pass: wait for reassignments in progress; plan moves for partitions that still
+        have a replica on a broker that goes (``plan_reassignment``) and send them
+        (AlterPartitionReassignments) to any broker; repeat until nothing is left to move.
+        Then stop the brokers, UnregisterBroker each, delete their data and rows. A broker that
+        exits meanwhile ends the pass (the next step restarts it and resumes); refusals and the
+        ``reassignment.timeout.ms`` deadline fail the scale-in.
+        """
+        count = cluster.broker_count
+        keep = [rt.record for rt in runtimes if rt.record.broker_id < count]
+        going = [rt for rt in runtimes if rt.record.broker_id >= count]
+        removed = {rt.record.broker_id for rt in going}
+        ids = ", ".join(str(i) for i in sorted(removed))
+        what = f"scale-in to {count} broker(s)"
+        timeout = self.settings.kafka_request_timeout_ms / 1000
+        poll = self.settings.reassignment_poll_ms / 1000
+        order = keep + [rt.record for rt in going]  # any broker answers; prefer those that stay
+        if self._scale_in_deadline is None:
+            self._scale_in_deadline = (
+                time.monotonic() + self.settings.reassignment_timeout_ms / 1000
+            )
+        started: set[tuple[str, int]] = set()
+        ongoing: dict[tuple[str, int], kafka.Reassignment] = {}
+
+        async def look(
+            admin: kafka.Admin,
+        ) -> tuple[dict[tuple[str, int], kafka.Reassignment], list[kafka.TopicMetadata]]:
+            # both from one broker: one metadata image
+            return await admin.list_partition_reassignments(), await admin.metadata()
+
+        while True:
+            if any(rt.proc is None or not rt.proc.alive() for rt in runtimes):
+                return AGAIN  # the next step restarts it; this scale-in resumes after
+            try:
+                ongoing, topics = await on_any(order, look, timeout, read_only=True)
+                if ongoing:
+                    moving = ", ".join(f"{t}-{p}" for t, p in sorted(ongoing)[:3])
+                    more = f" and {len(ongoing) - 3} more" if len(ongoing) > 3 else ""
+                    cluster = self.set_state(
+                        cluster,
+                        store.UPDATING,
+                        f"{what}: moving partitions off broker(s) {ids}: "
+                        f"{len(ongoing)} in progress ({moving}{more})",
+                    )
+                else:
+                    moves, problem = plan_reassignment(topics, removed, [r.broker_id for r in keep])
+                    if problem is not None:
+                        return await self._scale_in_failed(
+                            cluster, f"{what} failed: {problem}", set(), order
+                        )
+                    if not moves:
+                        break
+                    cluster = self.set_state(
+                        cluster,
+                        store.UPDATING,
+                        f"{what}: moving {len(moves)} partition(s) off broker(s) {ids}",
+                    )
+                    log.info("cluster %s: %s: reassigning %s", self.name, what, moves)
+                    targets: dict[tuple[str, int], Sequence[int] | None] = dict(moves)
+                    refused = await on_any(
+                        order,
+                        functools.partial(_reassign, moves=targets),
+                        timeout,
+                        read_only=True,  # the same targets again are harmless
+                    )
+                    started |= set(moves) - set(refused)
+                    if refused:
+                        (key, error), *_ = sorted(refused.items())
+                        return await self._scale_in_failed(
+                            cluster,
+                            f"{what} failed: {len(refused)} partition(s) refused, e.g. "
+                            f"{key[0]}-{key[1]}: {error.detail}",
+                            started,
+                            order,
+                        )
+            except (KafkaResponseError, OSError, asyncio.IncompleteReadError) as exc:
+                log.warning("cluster %s: %s: %s", self.name, what, exc or type(exc).__name__)
+                cluster = self.set_state(
+                    cluster, store.UPDATING, f"{what}: waiting for the brokers ({exc})"
+                )
+            if time.monotonic() > self._scale_in_deadline:
+                pending = ", ".join(f"{t}-{p}" for t, p in sorted(ongoing)[:3]) if ongoing else ""
+                return await self._scale_in_failed(
+                    cluster,
+                    f"{what} failed: partitions not moved off broker(s) {ids} within "
+                    f"{self.settings.reassignment_timeout_ms} ms (reassignment.timeout.ms)"
+                    + (f"; still moving: {pending}" if pending else ""),
+                    started | set(ongoing),
+                    order,
+                )
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), poll)
+            self._wake.clear()
+
+        # nothing left on the brokers that go: stop them, then make the cluster forget them
+        cluster = self.set_state(cluster, store.UPDATING, f"{what}: stopping broker(s) {ids}")
+        stop_timeout = self.settings.broker_stop_timeout_ms / 1000
+        for rt in going:
+            rt.state = STOPPING
+        await asyncio.gather(*(rt.proc.stop(stop_timeout) for rt in going if rt.proc is not None))
+        for rt in going:
+            rt.proc = None
+            rt.state = STOPPED
+        cluster = self.set_state(cluster, store.UPDATING, f"{what}: unregistering broker(s) {ids}")
+        for broker_id in sorted(removed):
+            try:
+                await on_any(
+                    keep,
+                    functools.partial(_unregister, broker_id=broker_id),
+                    timeout,
+                )
+            except KafkaResponseError as exc:
+                if exc.code != ErrorCode.broker_not_available:  # not registered: fine
+                    log.warning(
+                        "cluster %s: unregistering broker %d: %s", self.name, broker_id, exc
+                    )
+            except (OSError, asyncio.IncompleteReadError) as exc:
+                # it is stopped and fenced after broker.session.timeout.ms anyway
+                log.warning("cluster %s: unregistering broker %d: %s", self.name, broker_id, exc)
+        self.store.remove_brokers(
+            self.name, sorted(removed), state_message=f"{what}: deleting data of broker(s) {ids}"
+        )
+        for rt in going:
+            self.runtimes.pop(rt.record.broker_id, None)
+            await asyncio.to_thread(shutil.rmtree, rt.record.data_dir, True)
+        self._scale_in_deadline = None
+        self._failure = ""
+        log.info("cluster %s: %s: removed broker(s) %s", self.name, what, ids)
+        return AGAIN
+
+    async def _scale_in_failed(
+        self,
+        cluster: ClusterRecord,
+        message: str,
+        started: set[tuple[str, int]],
+        order: list[BrokerRecord],
+    ) -> str:
+        """Give up: cancel the moves this scale-in started, keep every broker, turn FAILED."""
+        self._scale_in_deadline = None
+        if started:
+            try:
+                await on_any(
+                    order,
+                    functools.partial(_reassign, moves=dict.fromkeys(started)),
+                    self.settings.kafka_request_timeout_ms / 1000,
+                    read_only=True,
+                )
+                message += "; its reassignments were cancelled"
+            except (KafkaResponseError, OSError, asyncio.IncompleteReadError) as exc:
+                log.warning("cluster %s: cancelling reassignments: %s", self.name, exc)
+        brokers = len(self.store.brokers(self.name))
+        message += f"; the cluster keeps its {brokers} brokers"
+        log.warning("cluster %s: %s", self.name, message)
+        self._failure = message
+        self.set_state(cluster, store.FAILED, message, operation="", broker_count=brokers)
+        return IDLE
 
     # ------------------------------------------------------------------ stopping
 
@@ -535,6 +750,16 @@ class ClusterReconciler:
         await self._delete_bucket(self.store.get_cluster(self.name) or cluster)
         self.store.delete_cluster(self.name)
         log.info("cluster %s: deleted", self.name)
+
+
+async def _reassign(
+    admin: kafka.Admin, moves: dict[tuple[str, int], Sequence[int] | None]
+) -> dict[tuple[str, int], KafkaResponseError]:
+    return await admin.alter_partition_reassignments(moves)
+
+
+async def _unregister(admin: kafka.Admin, broker_id: int) -> None:
+    await admin.unregister_broker(broker_id)
 
 
 class ClusterManager:

@@ -2,8 +2,9 @@
 
 It is the "table" of frontend → table → backend: the gRPC servicers validate requests and
 write here; the reconcilers read it and converge processes to it. Everything the control plane
-needs to survive its own ``kill -9`` is here: clusters, their desired broker count and config,
-each broker's port, data directory and last known pid (for re-adoption).
+needs to survive its own ``kill -9`` is here: clusters, their desired broker count, config and
+Raft voters, each broker's ports (Kafka and Raft), data directory and last known pid (for
+re-adoption).
 
 One connection, used from the event loop's thread only; every write is its own transaction.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
@@ -34,7 +35,8 @@ CREATE TABLE IF NOT EXISTS clusters (
     created_at     REAL NOT NULL,
     updated_at     REAL NOT NULL,
     s3_endpoint    TEXT NOT NULL DEFAULT '',
-    s3_bucket      TEXT NOT NULL DEFAULT ''
+    s3_bucket      TEXT NOT NULL DEFAULT '',
+    voters         TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS brokers (
     cluster        TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
@@ -46,6 +48,7 @@ CREATE TABLE IF NOT EXISTS brokers (
     pid            INTEGER NOT NULL DEFAULT 0,
     config_version INTEGER NOT NULL DEFAULT 0,
     restarts       INTEGER NOT NULL DEFAULT 0,
+    raft_port      INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (cluster, broker_id)
 );
 CREATE TABLE IF NOT EXISTS settings (
@@ -55,9 +58,13 @@ CREATE TABLE IF NOT EXISTS settings (
 """
 
 # Columns added after version 1: (table, column, definition). Added on open when missing.
+# Version 3 (Raft): brokers.raft_port (0 until the reconciler allocates one, for brokers
+# recorded before), clusters.voters (empty until recorded, ditto).
 ADDED_COLUMNS = (
     ("clusters", "s3_endpoint", "TEXT NOT NULL DEFAULT ''"),
     ("clusters", "s3_bucket", "TEXT NOT NULL DEFAULT ''"),
+    ("clusters", "voters", "TEXT NOT NULL DEFAULT ''"),
+    ("brokers", "raft_port", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 # Cluster states (as MSK) and operations.
@@ -73,6 +80,17 @@ OP_CREATE = "CREATE"
 OP_UPDATE_BROKER_COUNT = "UPDATE_BROKER_COUNT"
 OP_UPDATE_CONFIG = "UPDATE_CONFIG"
 OP_DELETE = "DELETE"
+
+
+def choose_voters(broker_ids: Sequence[int]) -> tuple[int, ...]:
+    """The Raft voters of a new cluster: the 3 lowest ids, or the lowest with fewer brokers.
+
+    The broker computes the same set (``dataplane.raft.server.choose_voters``, not imported:
+    the control plane only imports the broker's config and errors). Fixed for the cluster's
+    life: a scale-out adds learners, a scale-in never removes a voter.
+    """
+    ordered = sorted(broker_ids)
+    return tuple(ordered[:3] if len(ordered) >= 3 else ordered[:1])
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,15 @@ class ClusterRecord:
     """Object store of the cluster's remote tier (the embedded server's URL, or external)."""
     s3_bucket: str = ""
     """The cluster's own bucket there; empty for clusters recorded before version 2."""
+    voters: tuple[int, ...] = ()
+    """Broker ids of the Raft metadata quorum, fixed when the cluster is created (the 3 lowest
+    ids, or just the lowest with fewer than 3 brokers); empty for clusters recorded before
+    version 3 until the reconciler records them."""
+
+    @property
+    def min_broker_count(self) -> int:
+        """Fewest brokers a scale-in may leave: every voter stays (ids 0..len(voters)-1)."""
+        return max(self.voters, default=0) + 1
 
     @property
     def busy(self) -> bool:
@@ -114,10 +141,17 @@ class BrokerRecord:
     config_version: int = 0
     """The cluster config version the running process was started with."""
     restarts: int = 0
+    raft_port: int = 0
+    """Port of the broker's Raft listener (metadata quorum); reserved with the broker and kept.
+    0 for brokers recorded before version 3 until the reconciler allocates one."""
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def raft_address(self) -> str:
+        return f"{self.host}:{self.raft_port}"
 
 
 class Store:
@@ -161,7 +195,7 @@ class Store:
             db.execute(
                 "INSERT INTO clusters (name, cluster_id, state, state_message, operation,"
                 " broker_count, config, config_version, created_at, updated_at, s3_endpoint,"
-                " s3_bucket) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " s3_bucket, voters) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cluster.name,
                     cluster.cluster_id,
@@ -175,6 +209,7 @@ class Store:
                     now,
                     cluster.s3_endpoint,
                     cluster.s3_bucket,
+                    _ids(cluster.voters),
                 ),
             )
             self._insert_brokers(db, brokers)
@@ -195,8 +230,8 @@ class Store:
         updated = replace(current, **changes, updated_at=time.time())
         self.db.execute(
             "UPDATE clusters SET state = ?, state_message = ?, operation = ?, broker_count = ?,"
-            " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?"
-            " WHERE name = ?",
+            " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?,"
+            " voters = ? WHERE name = ?",
             (
                 updated.state,
                 updated.state_message,
@@ -207,6 +242,7 @@ class Store:
                 updated.updated_at,
                 updated.s3_endpoint,
                 updated.s3_bucket,
+                _ids(updated.voters),
                 name,
             ),
         )
@@ -243,8 +279,17 @@ class Store:
             self._insert_brokers(db, brokers)
         self.update_cluster(cluster, **changes)
 
+    def remove_brokers(self, cluster: str, broker_ids: Sequence[int], **changes: Any) -> None:
+        """Delete brokers' rows (scale-in) and change the cluster's columns, in one transaction."""
+        with self.transaction() as db:
+            db.executemany(
+                "DELETE FROM brokers WHERE cluster = ? AND broker_id = ?",
+                [(cluster, broker_id) for broker_id in broker_ids],
+            )
+        self.update_cluster(cluster, **changes)
+
     def update_broker(self, cluster: str, broker_id: int, **changes: Any) -> None:
-        allowed = {"pid", "config_version", "restarts", "port"}
+        allowed = {"pid", "config_version", "restarts", "port", "raft_port"}
         if not changes or set(changes) - allowed:
             raise ValueError(f"cannot update broker columns {sorted(set(changes) - allowed)}")
         columns = ", ".join(f"{key} = ?" for key in changes)
@@ -254,13 +299,15 @@ class Store:
         )
 
     def used_ports(self) -> set[int]:
-        return {row[0] for row in self.db.execute("SELECT port FROM brokers")}
+        """Every port recorded for a broker: Kafka listeners and Raft listeners."""
+        rows = self.db.execute("SELECT port, raft_port FROM brokers").fetchall()
+        return {port for row in rows for port in row if port}
 
     @staticmethod
     def _insert_brokers(db: sqlite3.Connection, brokers: Sequence[BrokerRecord]) -> None:
         db.executemany(
             "INSERT INTO brokers (cluster, broker_id, host, port, data_dir, log_path, pid,"
-            " config_version, restarts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " config_version, restarts, raft_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     b.cluster,
@@ -272,6 +319,7 @@ class Store:
                     b.pid,
                     b.config_version,
                     b.restarts,
+                    b.raft_port,
                 )
                 for b in brokers
             ],
@@ -305,6 +353,7 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
         updated_at=row["updated_at"],
         s3_endpoint=row["s3_endpoint"],
         s3_bucket=row["s3_bucket"],
+        voters=tuple(int(v) for v in row["voters"].split(",") if v),
     )
 
 
@@ -319,4 +368,9 @@ def _broker(row: sqlite3.Row) -> BrokerRecord:
         pid=row["pid"],
         config_version=row["config_version"],
         restarts=row["restarts"],
+        raft_port=row["raft_port"],
     )
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)

@@ -1,9 +1,11 @@
 """Topic operations of the Topics API, spoken to the brokers in the Kafka admin protocol.
 
-Stopgap until issue 4 (Raft): brokers do not share metadata, so a topic change is applied to
-every broker of the cluster, broker 0 first (it serves all client traffic, see reconciler.py),
-and reads come from broker 0. A replication factor up to the broker count is accepted but each
-broker keeps one copy (replication factor 1) until replication lands.
+The brokers of a cluster share their metadata (a Raft quorum), and any broker answers every
+admin request (it forwards changes to the active controller). So each operation goes to one
+broker: the first that can be reached, in broker-id order (``kafka.on_any``). Reads (Metadata,
+DescribeConfigs) are retried on the next broker after any transport failure; changes only when
+nothing was sent. Describe and list come from one broker's Metadata: leader, replicas and ISR
+are the cluster's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from typing import TypeVar
 from kio.schema.errors import ErrorCode
 
 from controlplane import errors, store
-from controlplane.kafka import SOURCE_DYNAMIC_TOPIC, Admin, KafkaResponseError, TopicMetadata
+from controlplane.kafka import (
+    SOURCE_DYNAMIC_TOPIC,
+    Admin,
+    ConfigEntry,
+    KafkaResponseError,
+    TopicMetadata,
+    on_any,
+)
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 
 T = TypeVar("T")
@@ -86,36 +95,40 @@ class TopicOps:
         cluster = self.store.get_cluster(name)
         if cluster is None:
             raise errors.ClusterNotFound(f"cluster {name!r} not found")
-        if change and cluster.state != store.ACTIVE:
+        if change and (cluster.state not in (store.ACTIVE, store.FAILED) or cluster.busy):
+            # FAILED with no operation: a scale-in that failed (the cluster runs as before)
+            doing = f" ({cluster.operation})" if cluster.operation else ""
             raise errors.ClusterNotReady(
-                f"cluster {name!r} is {cluster.state}; topics can be changed when it is ACTIVE"
+                f"cluster {name!r} is {cluster.state}{doing}; topics can be changed when it is "
+                "ACTIVE"
             )
         if cluster.state in (store.CREATING, store.DELETING):
             raise errors.ClusterNotReady(f"cluster {name!r} is {cluster.state}")
         return cluster, self.store.brokers(name)
 
-    async def _on(
+    async def _on_any(
         self,
-        broker: BrokerRecord,
+        brokers: Sequence[BrokerRecord],
         what: str,
         call: Callable[[Admin], Awaitable[T]],
         cluster: str,
         topic: str,
+        *,
+        read_only: bool,
     ) -> T:
-        """Run one admin call on one broker; transport and Kafka errors become typed errors."""
+        """Run one admin call on one broker of the cluster (the next one if it cannot be
+        reached); transport and Kafka errors become typed errors."""
         try:
-            return await call(Admin(broker.host, broker.port, self.timeout))
+            return await on_any(brokers, call, self.timeout, read_only=read_only)
         except KafkaResponseError as exc:
             raise map_kafka_error(exc, cluster, topic) from None
-        except asyncio.IncompleteReadError:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+            # (the CLI tells these from an unreachable control plane by the leading "broker")
+            tried = ", ".join(f"{b.broker_id} at {b.address}" for b in brokers)
+            why = "closed the connection" if isinstance(exc, asyncio.IncompleteReadError) else exc
             raise errors.BrokerUnavailable(
-                f"broker {broker.broker_id} at {broker.address} closed the connection during "
-                f"{what} (it may not support this request yet)"
-            ) from None
-        except (TimeoutError, OSError) as exc:
-            raise errors.BrokerUnavailable(
-                f"broker {broker.broker_id} at {broker.address} did not answer {what}: "
-                f"{exc or type(exc).__name__}"
+                f"broker(s) {tried} of cluster {cluster!r} did not answer {what}: "
+                f"{why or type(exc).__name__}"
             ) from None
 
     async def create_topic(
@@ -135,60 +148,32 @@ class TopicOps:
                 f"has {len(brokers)} broker(s)"
             )
         validate_topic_config(config)
-        primary, *others = brokers
-        await self._on(
-            primary,
+        await self._on_any(
+            brokers,
             "create topic",
-            lambda a: a.create_topic(name, partitions or -1, 1, config),
+            lambda a: a.create_topic(name, partitions or -1, replication_factor or -1, config),
             cluster_name,
             name,
-        )
-        await self._everywhere(
-            others, "create topic", lambda a: a.create_topic(name, partitions or -1, 1, config)
+            read_only=False,
         )
         return await self.describe_topic(cluster.name, name)
 
-    async def _everywhere(
-        self, brokers: Sequence[BrokerRecord], what: str, call: Callable[[Admin], Awaitable[None]]
-    ) -> None:
-        """The stopgap fan-out to the other brokers: 'already so' answers are fine."""
-
-        async def one(broker: BrokerRecord) -> None:
-            try:
-                await call(Admin(broker.host, broker.port, self.timeout))
-            except KafkaResponseError as exc:
-                if exc.code not in (
-                    ErrorCode.topic_already_exists,
-                    ErrorCode.unknown_topic_or_partition,
-                ):
-                    raise errors.KafkaError(
-                        f"broker {broker.broker_id}: {what} failed: {exc}"
-                    ) from None
-            except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-                raise errors.BrokerUnavailable(
-                    f"broker {broker.broker_id} at {broker.address} did not answer {what}: "
-                    f"{exc or type(exc).__name__}"
-                ) from None
-
-        await asyncio.gather(*(one(b) for b in brokers))
-
     async def list_topics(self, cluster_name: str, include_internal: bool) -> list[TopicView]:
         _, brokers = self._cluster(cluster_name, change=False)
-        topics = await self._on(brokers[0], "metadata", lambda a: a.metadata(), cluster_name, "")
+        topics = await self._on_any(
+            brokers, "metadata", lambda a: a.metadata(), cluster_name, "", read_only=True
+        )
         return [TopicView(cluster_name, t) for t in topics if include_internal or not t.internal]
 
     async def describe_topic(self, cluster_name: str, name: str) -> TopicView:
         _, brokers = self._cluster(cluster_name, change=False)
-        primary = brokers[0]
-        (meta,) = await self._on(
-            primary, "metadata", lambda a: a.metadata([name]), cluster_name, name
-        )
-        entries = await self._on(
-            primary,
-            "describe configs",
-            lambda a: a.describe_topic_configs(name),
-            cluster_name,
-            name,
+
+        async def both(admin: Admin) -> tuple[TopicMetadata, list[ConfigEntry]]:
+            (meta,) = await admin.metadata([name])
+            return meta, await admin.describe_topic_configs(name)
+
+        meta, entries = await self._on_any(
+            brokers, "metadata", both, cluster_name, name, read_only=True
         )
         return TopicView(
             cluster_name,
@@ -199,47 +184,66 @@ class TopicOps:
 
     async def delete_topic(self, cluster_name: str, name: str) -> None:
         _, brokers = self._cluster(cluster_name, change=True)
-        primary, *others = brokers
-        await self._on(primary, "delete topic", lambda a: a.delete_topic(name), cluster_name, name)
-        await self._everywhere(others, "delete topic", lambda a: a.delete_topic(name))
+        await self._on_any(
+            brokers,
+            "delete topic",
+            lambda a: a.delete_topic(name),
+            cluster_name,
+            name,
+            read_only=False,
+        )
 
     async def alter_topic_config(
         self, cluster_name: str, name: str, config: dict[str, str], remove: list[str]
     ) -> TopicView:
         _, brokers = self._cluster(cluster_name, change=True)
         validate_topic_config(config, remove)
-        primary, *others = brokers
-        await self._on(
-            primary,
+        await self._on_any(
+            brokers,
             "alter configs",
             lambda a: a.alter_topic_configs(name, config, remove),
             cluster_name,
             name,
-        )
-        await self._everywhere(
-            others, "alter configs", lambda a: a.alter_topic_configs(name, config, remove)
+            read_only=False,
         )
         return await self.describe_topic(cluster_name, name)
 
 
-async def copy_topics(
-    primary: BrokerRecord, targets: Sequence[BrokerRecord], timeout: float
-) -> None:
-    """Create broker 0's topics (with their overrides) on ``targets`` where they are missing."""
-    if not targets:
-        return
-    source = Admin(primary.host, primary.port, timeout)
-    topics = [t for t in await source.metadata() if not t.internal]
+def plan_reassignment(
+    topics: Sequence[TopicMetadata], removed: set[int], remaining: Sequence[int]
+) -> tuple[dict[tuple[str, int], list[int]], str | None]:
+    """New replica lists that move every partition off the ``removed`` brokers (scale-in).
+
+    A removed broker is replaced in place (the order of the others is kept, so the preferred
+    leader stays where it was unless it goes) by a remaining broker that does not hold the
+    partition yet, the least loaded first (replicas it holds, counting those planned so far;
+    ties go to the lowest id). Returns the moves, or a reason when a partition cannot move (more
+    replicas than brokers would remain).
+    """
+    load = dict.fromkeys(remaining, 0)
     for topic in topics:
-        entries = await source.describe_topic_configs(topic.name)
-        overrides = {
-            e.name: e.value for e in entries if e.source == SOURCE_DYNAMIC_TOPIC and e.value
-        }
-        for target in targets:
-            try:
-                await Admin(target.host, target.port, timeout).create_topic(
-                    topic.name, len(topic.partitions), 1, overrides
-                )
-            except KafkaResponseError as exc:
-                if exc.code != ErrorCode.topic_already_exists:
-                    raise
+        for p in topic.partitions:
+            for replica in p.replicas:
+                if replica in load:
+                    load[replica] += 1
+    moves: dict[tuple[str, int], list[int]] = {}
+    for topic in topics:
+        for p in topic.partitions:
+            if not removed.intersection(p.replicas):
+                continue
+            target: list[int] = []
+            for replica in p.replicas:
+                if replica not in removed:
+                    target.append(replica)
+                    continue
+                free = [b for b in load if b not in p.replicas and b not in target]
+                if not free:
+                    return {}, (
+                        f"partition {topic.name}-{p.partition} has {len(p.replicas)} replicas "
+                        f"but only {len(remaining)} broker(s) would remain"
+                    )
+                chosen = min(free, key=lambda b: (load[b], b))
+                load[chosen] += 1
+                target.append(chosen)
+            moves[(topic.name, p.partition)] = target
+    return moves, None

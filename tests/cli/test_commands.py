@@ -98,9 +98,12 @@ def test_cluster_commands(cloud: Cloud) -> None:
     )
     assert scaled.exit_code == 0, scaled.stderr
     assert len(json.loads(scaled.stdout)["brokers"]) == 3
-    scale_in = cloud.invoke("update-broker-count", "clidemo", "--brokers", "1")
-    assert scale_in.exit_code == 1
-    assert "issue 4" in one_error_line(scale_in.stderr)
+    scale_in = cloud.invoke(
+        "update-broker-count", "clidemo", "--brokers", "2", "--wait", "-o", "json"
+    )
+    assert scale_in.exit_code == 0, scale_in.stderr
+    assert [b["id"] for b in json.loads(scale_in.stdout)["brokers"]] == [0, 1]
+    assert "scale-in to 2 broker(s)" in scale_in.stderr, "--wait shows the scale-in's progress"
 
     configured = cloud.invoke(
         "update-cluster-config",
@@ -130,6 +133,28 @@ def test_topic_and_data_commands(cloud: Cloud) -> None:
     assert [t["name"] for t in listed["topics"]] == ["orders"]
     described = cloud.invoke("describe-topic", "--cluster", "clidemo", "orders")
     assert "PARTITION" in described.stdout
+    assert "LEADER" in described.stdout
+    assert "ISR" in described.stdout
+    replicated = cloud.invoke(
+        "create-topic", "--cluster", "clidemo", "pairs", "--replication-factor", "2", "-o", "json"
+    )
+    assert replicated.exit_code == 0, replicated.stderr
+
+    def in_sync() -> dict | None:  # type: ignore[type-arg]
+        out = cloud.invoke("describe-topic", "--cluster", "clidemo", "pairs", "-o", "json")
+        topic = json.loads(out.stdout)
+        parts = topic["partition_details"]
+        return topic if parts and all(len(p["isr"]) == 2 for p in parts) else None
+
+    pairs = wait_until(in_sync, 30, "both replicas of 'pairs' in sync")
+    assert pairs["replication_factor"] == 2
+    for part in pairs["partition_details"]:
+        assert sorted(part["replicas"]) == [0, 1]
+        assert part["leader"] in part["replicas"]
+        assert (part["under_replicated"], part["offline"]) == (False, False)
+    table = cloud.invoke("describe-topic", "--cluster", "clidemo", "pairs").stdout
+    assert table_line(table, "under-replicated").endswith("none")
+    assert cloud.invoke("delete-topic", "--cluster", "clidemo", "pairs").exit_code == 0
 
     produced = cloud.run("produce", "--cluster", "clidemo", "orders", stdin="one\ntwo\nthree\n")
     assert produced.returncode == 0, produced.stderr

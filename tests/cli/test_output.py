@@ -10,8 +10,9 @@ from click.testing import CliRunner
 
 from cli.client import Env, explain
 from cli.main import cloudctl
-from cli.output import CliError, cluster_json, table
+from cli.output import CliError, cluster_json, table, topic_json, topic_table
 from proto.sluice.v1 import clusters_pb2 as pb
+from proto.sluice.v1 import topics_pb2 as tpb
 
 CLUSTER_KEYS = {
     "name",
@@ -53,6 +54,45 @@ def test_table_aligns_columns() -> None:
     ]
 
 
+def test_topic_shows_leader_replicas_and_isr_per_partition() -> None:
+    topic = tpb.Topic(
+        cluster="c",
+        name="t",
+        partitions=3,
+        replication_factor=3,
+        partition_details=[
+            tpb.Partition(partition=0, leader=0, replicas=[0, 1, 2], isr=[0, 1, 2]),
+            tpb.Partition(partition=1, leader=2, replicas=[1, 2, 0], isr=[2, 0]),
+            tpb.Partition(partition=2, leader=-1, replicas=[2, 0, 1], isr=[]),
+        ],
+    )
+    out = topic_json(topic, detail=True)
+    assert out["partition_details"][1] == {
+        "partition": 1,
+        "leader": 2,
+        "replicas": [1, 2, 0],
+        "isr": [2, 0],
+        "under_replicated": True,
+        "offline": False,
+    }
+    assert [(p["under_replicated"], p["offline"]) for p in out["partition_details"]] == [
+        (False, False),
+        (True, False),
+        (True, True),
+    ]
+    lines = topic_table(topic).splitlines()
+    assert "under-replicated:" in next(line for line in lines if "under-replicated" in line)
+    assert next(line for line in lines if "under-replicated" in line).endswith(
+        "partition 1, partition 2"
+    )
+    assert lines[-4:] == [
+        "PARTITION  LEADER  REPLICAS  ISR",
+        "0          0       0,1,2     0,1,2",
+        "1          2       1,2,0     2,0",
+        "2          none    2,0,1",
+    ]
+
+
 class FakeRpcError(grpc.RpcError):
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
         self._code, self._details = code, details
@@ -69,6 +109,7 @@ class FakeRpcError(grpc.RpcError):
     [
         (grpc.StatusCode.UNAVAILABLE, "failed to connect", "cannot reach the control plane"),
         (grpc.StatusCode.UNAVAILABLE, "broker 0 at x did not answer", "broker 0 at x"),
+        (grpc.StatusCode.UNAVAILABLE, "broker(s) 0 at x, 1 at y of cluster 'c'", "1 at y"),
         (grpc.StatusCode.UNAUTHENTICATED, "bad token", "refused the API token"),
         (grpc.StatusCode.NOT_FOUND, "cluster 'x' not found", "cloudctl list-clusters"),
         (grpc.StatusCode.NOT_FOUND, "topic 't' not found in cluster 'x'", "cloudctl list-topics"),

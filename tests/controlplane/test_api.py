@@ -12,7 +12,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from controlplane.kafka import Admin
+from controlplane.kafka import Admin, TopicMetadata
 from controlplane.process import read_cmdline
 from proto.sluice.v1 import clusters_pb2 as cpb
 from proto.sluice.v1 import controlplane_pb2 as spb
@@ -150,6 +150,17 @@ def broker_topics(plane: ControlPlaneProcess, name: str) -> list[list[str]]:
     return asyncio.run(ask())
 
 
+def broker_meta(plane: ControlPlaneProcess, name: str, topic: str) -> TopicMetadata:
+    """One topic as broker 0 of the cluster describes it."""
+    broker = plane.get(name).brokers[0]
+
+    async def ask() -> TopicMetadata:
+        (meta,) = await Admin(broker.host, broker.port, 10).metadata([topic])
+        return meta
+
+    return asyncio.run(ask())
+
+
 def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
     md = plane.metadata
     created = plane.clusters.CreateCluster(
@@ -187,16 +198,7 @@ def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
     assert bootstrap.bootstrap_brokers == ",".join(f"{b.host}:{b.port}" for b in cluster.brokers)
     assert len(set(bootstrap.addresses)) == 2
 
-    # scale in is refused with a reason
-    code, details = code_of(
-        lambda: plane.clusters.UpdateBrokerCount(
-            cpb.UpdateBrokerCountRequest(name="life", broker_count=1), metadata=md
-        )
-    )
-    assert code == grpc.StatusCode.FAILED_PRECONDITION
-    assert "scale" in details
-
-    # topics reach every broker (stopgap until brokers share metadata)
+    # brokers share metadata: a topic created through one broker is known to every broker
     topic = plane.topics.CreateTopic(
         tpb.CreateTopicRequest(
             cluster="life", name="events", partitions=3, config={"retention.ms": "3600000"}
@@ -205,7 +207,7 @@ def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
         timeout=30,
     )
     assert (topic.partitions, topic.config["retention.ms"]) == (3, "3600000")
-    assert broker_topics(plane, "life") == [["events"], ["events"]]
+    wait_until(lambda: broker_topics(plane, "life") == [["events"], ["events"]], 30, "shared")
     code, _ = code_of(
         lambda: plane.topics.CreateTopic(
             tpb.CreateTopicRequest(cluster="life", name="events"), metadata=md
@@ -230,7 +232,7 @@ def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
     listed_topics = plane.topics.ListTopics(tpb.ListTopicsRequest(cluster="life"), metadata=md)
     assert [t.name for t in listed_topics.topics] == ["events"]
     plane.topics.DeleteTopic(tpb.DeleteTopicRequest(cluster="life", name="events"), metadata=md)
-    assert broker_topics(plane, "life") == [[], []]
+    wait_until(lambda: broker_topics(plane, "life") == [[], []], 30, "deleted everywhere")
     code, _ = code_of(
         lambda: plane.topics.DescribeTopic(
             tpb.DescribeTopicRequest(cluster="life", name="events"), metadata=md
@@ -255,6 +257,50 @@ def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
     for broker in cluster.brokers:
         assert broker.pid != before[broker.id]
         assert "log.retention.ms=3600000" in (read_cmdline(broker.pid) or [])
+
+    # scale-in: a partition with more replicas than brokers would remain cannot move (FAILED,
+    # the cluster keeps its brokers); without it, broker 1's partitions move to broker 0
+    plane.topics.CreateTopic(
+        tpb.CreateTopicRequest(cluster="life", name="pair", partitions=1, replication_factor=2),
+        metadata=md,
+        timeout=30,
+    )
+    plane.clusters.UpdateBrokerCount(
+        cpb.UpdateBrokerCountRequest(name="life", broker_count=1), metadata=md
+    )
+    failed = plane.wait_state("life", cpb.CLUSTER_STATE_FAILED)
+    assert "partition pair-0 has 2 replicas but only 1 broker(s) would remain" in (
+        failed.state_message
+    )
+    assert (failed.broker_count, len(failed.brokers), failed.operation) == (2, 2, "")
+    # a failed scale-in is final: no operation runs, topics can be changed meanwhile
+    plane.topics.DeleteTopic(tpb.DeleteTopicRequest(cluster="life", name="pair"), metadata=md)
+    plane.topics.CreateTopic(
+        tpb.CreateTopicRequest(cluster="life", name="solo", partitions=4, replication_factor=1),
+        metadata=md,
+        timeout=30,
+    )
+    assert plane.get("life").state == cpb.CLUSTER_STATE_FAILED
+    wait_until(lambda: broker_topics(plane, "life") == [["solo"], ["solo"]], 30, "pair deleted")
+    spread = wait_until(
+        lambda: [p.replicas for p in broker_meta(plane, "life", "solo").partitions], 30, "solo"
+    )
+    assert (1,) in spread, "broker 1 holds partitions of 'solo'"
+    removed_dir = Path(cluster.brokers[1].data_dir)
+    scaling = plane.clusters.UpdateBrokerCount(
+        cpb.UpdateBrokerCountRequest(name="life", broker_count=1), metadata=md
+    )
+    assert (scaling.state, "scale-in" in scaling.state_message) == (
+        cpb.CLUSTER_STATE_UPDATING,
+        True,
+    )
+    cluster = plane.wait_state("life")
+    assert [b.id for b in cluster.brokers] == [0]
+    assert not removed_dir.exists()
+    moved = plane.topics.DescribeTopic(
+        tpb.DescribeTopicRequest(cluster="life", name="solo"), metadata=md, timeout=30
+    )
+    assert [list(p.replicas) for p in moved.partition_details] == [[0]] * 4
 
     # delete: brokers stop, data goes, repeating is harmless
     data_dirs = [Path(b.data_dir) for b in cluster.brokers]

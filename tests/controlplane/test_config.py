@@ -52,6 +52,9 @@ def test_broker_config_is_normalised() -> None:
         ({"node.id": "7"}, "node.id"),
         ({"advertised.listeners": "x:1"}, "advertised.listeners"),
         ({"cluster.id": "abc"}, "cluster.id"),
+        ({"controller.quorum.voters": "0@127.0.0.1:1"}, "controller.quorum.voters"),
+        ({"controller.quorum.voter.listeners": "0@x:1"}, "controller.quorum.voter.listeners"),
+        ({"controller.listener": "127.0.0.1:1"}, "controller.listener"),
     ],
 )
 def test_bad_broker_config_names_the_key(config: dict[str, str], key: str) -> None:

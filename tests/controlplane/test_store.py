@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def cluster(name: str = "demo") -> ClusterRecord:
     )
 
 
-def broker(name: str, broker_id: int, port: int) -> BrokerRecord:
+def broker(name: str, broker_id: int, port: int, raft_port: int = 0) -> BrokerRecord:
     return BrokerRecord(
         cluster=name,
         broker_id=broker_id,
@@ -30,6 +31,7 @@ def broker(name: str, broker_id: int, port: int) -> BrokerRecord:
         port=port,
         data_dir=f"/data/{name}/{broker_id}",
         log_path=f"/logs/{name}/{broker_id}.log",
+        raft_port=raft_port,
     )
 
 
@@ -106,3 +108,75 @@ def test_a_version_1_state_db_gains_the_object_store_columns(tmp_path: Path) -> 
     again = Store(path).get_cluster("old")
     assert again is not None
     assert (again.s3_endpoint, again.s3_bucket) == ("http://127.0.0.1:9000", "sluice-old-1")
+
+
+def test_raft_ports_voters_and_scale_in_rows(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = Store(path)
+    record = ClusterRecord(
+        name="q",
+        cluster_id="id-q",
+        state=store.CREATING,
+        broker_count=4,
+        voters=store.choose_voters(range(4)),
+    )
+    db.insert_cluster(record, [broker("q", i, 9100 + i, 9200 + i) for i in range(4)])
+    assert db.used_ports() == {9100, 9101, 9102, 9103, 9200, 9201, 9202, 9203}
+    got = db.broker("q", 2)
+    assert (got.raft_port, got.raft_address) == (9202, "127.0.0.1:9202")
+    db.update_broker("q", 2, raft_port=9300)
+    db.remove_brokers("q", [3], broker_count=3)
+    db.close()
+
+    db = Store(path)
+    cluster_ = db.get_cluster("q")
+    assert cluster_ is not None
+    assert (cluster_.voters, cluster_.broker_count, cluster_.min_broker_count) == ((0, 1, 2), 3, 3)
+    assert [(b.broker_id, b.raft_port) for b in db.brokers("q")] == [
+        (0, 9200),
+        (1, 9201),
+        (2, 9300),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("count", "voters", "smallest"),
+    [(1, (0,), 1), (2, (0,), 1), (3, (0, 1, 2), 3), (7, (0, 1, 2), 3)],
+)
+def test_voters_are_fixed_by_the_first_brokers(
+    count: int, voters: tuple[int, ...], smallest: int
+) -> None:
+    assert store.choose_voters(range(count)) == voters
+    record = ClusterRecord(name="v", cluster_id="v", state=store.ACTIVE, broker_count=count)
+    assert replace(record, voters=voters).min_broker_count == smallest
+
+
+def test_a_version_2_state_db_gains_raft_ports_and_voters(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE clusters (name TEXT PRIMARY KEY, cluster_id TEXT NOT NULL UNIQUE,"
+        " state TEXT NOT NULL, state_message TEXT NOT NULL DEFAULT '',"
+        " operation TEXT NOT NULL DEFAULT '', broker_count INTEGER NOT NULL,"
+        " config TEXT NOT NULL DEFAULT '{}', config_version INTEGER NOT NULL DEFAULT 1,"
+        " created_at REAL NOT NULL, updated_at REAL NOT NULL,"
+        " s3_endpoint TEXT NOT NULL DEFAULT '', s3_bucket TEXT NOT NULL DEFAULT '');"
+        "CREATE TABLE brokers (cluster TEXT NOT NULL, broker_id INTEGER NOT NULL,"
+        " host TEXT NOT NULL, port INTEGER NOT NULL UNIQUE, data_dir TEXT NOT NULL UNIQUE,"
+        " log_path TEXT NOT NULL, pid INTEGER NOT NULL DEFAULT 0,"
+        " config_version INTEGER NOT NULL DEFAULT 0, restarts INTEGER NOT NULL DEFAULT 0,"
+        " PRIMARY KEY (cluster, broker_id));"
+        "INSERT INTO clusters (name, cluster_id, state, broker_count, created_at, updated_at)"
+        " VALUES ('old', 'id-old', 'ACTIVE', 1, 0, 0);"
+        "INSERT INTO brokers (cluster, broker_id, host, port, data_dir, log_path)"
+        " VALUES ('old', 0, '127.0.0.1', 9001, '/d/0', '/l/0');"
+        "PRAGMA user_version=2;"
+    )
+    old.close()
+    db = Store(path)
+    record = db.get_cluster("old")
+    assert record is not None
+    assert record.voters == ()
+    assert db.broker("old", 0).raft_port == 0
+    assert db.used_ports() == {9001}
+    assert db.db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION

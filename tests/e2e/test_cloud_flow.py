@@ -72,7 +72,21 @@ def test_cloud_flow(tmp_path: Path) -> None:
         )
         assert cluster["state"] == "ACTIVE"
         assert len(cluster["brokers"]) == 3
-        user.run("create-topic", "--cluster", "e2e", "events", "--partitions", "3")
+        user.run(
+            "create-topic", "--cluster", "e2e", "events", "--partitions", "3",
+            "--replication-factor", "3",
+        )  # fmt: skip
+
+        def replicated() -> dict | None:  # type: ignore[type-arg]
+            out = user.run("describe-topic", "--cluster", "e2e", "events", "-o", "json").stdout
+            topic = json.loads(out)
+            parts = topic["partition_details"]
+            return topic if parts and all(len(p["isr"]) == 3 for p in parts) else None
+
+        topic = wait_until(replicated, 30, "every replica of 'events' in sync")
+        for part in topic["partition_details"]:
+            assert sorted(part["replicas"]) == [0, 1, 2]
+            assert part["leader"] in (0, 1, 2)
 
         # a kcat round trip through the bootstrap brokers the control plane hands out
         bootstrap = user.run("get-bootstrap-brokers", "e2e").stdout.strip()
@@ -82,7 +96,7 @@ def test_cloud_flow(tmp_path: Path) -> None:
         got = kcat("-C", "-b", bootstrap, "-t", "events", "-e", "-q").split()
         assert sorted(got) == sorted(lines)
 
-        # kill a broker: it is restarted with its data
+        # kill a broker: the others lead its partitions meanwhile; it is restarted with its data
         victim = cluster["brokers"][0]
         os.kill(victim["pid"], signal.SIGKILL)
         seen = set()

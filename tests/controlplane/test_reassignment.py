@@ -1,0 +1,50 @@
+"""Scale-in planning: new replica lists that move partitions off the brokers that go."""
+
+from __future__ import annotations
+
+from controlplane.kafka import PartitionInfo, TopicMetadata
+from controlplane.topics import plan_reassignment
+
+
+def topic(name: str, *replicas: tuple[int, ...]) -> TopicMetadata:
+    return TopicMetadata(
+        name=name,
+        topic_id="",
+        internal=False,
+        partitions=tuple(
+            PartitionInfo(partition=i, leader=r[0], replicas=r, isr=r)
+            for i, r in enumerate(replicas)
+        ),
+    )
+
+
+def test_removed_brokers_are_replaced_in_place_by_the_least_loaded() -> None:
+    topics = [
+        topic("a", (3, 0, 1), (0, 3, 2), (1, 2, 0)),
+        topic("b", (2, 1), (3,)),
+    ]
+    moves, problem = plan_reassignment(topics, {3}, [0, 1, 2])
+    assert problem is None
+    # loads before: 0 -> 3, 1 -> 3, 2 -> 3; each choice raises the chosen broker's load
+    assert moves == {
+        ("a", 0): [2, 0, 1],  # only 2 does not hold it
+        ("a", 1): [0, 1, 2],  # only 1 does not hold it; order kept otherwise
+        ("b", 1): [0],  # 0 is the least loaded now (ties go to the lowest id)
+    }
+
+
+def test_partitions_not_on_removed_brokers_stay() -> None:
+    moves, problem = plan_reassignment([topic("a", (0, 1, 2))], {3, 4}, [0, 1, 2])
+    assert (moves, problem) == ({}, None)
+
+
+def test_two_removed_replicas_get_two_different_brokers() -> None:
+    moves, problem = plan_reassignment([topic("a", (3, 4, 0))], {3, 4}, [0, 1, 2])
+    assert problem is None
+    assert moves == {("a", 0): [1, 2, 0]}
+
+
+def test_more_replicas_than_remaining_brokers_is_a_reason_not_a_plan() -> None:
+    moves, problem = plan_reassignment([topic("a", (0, 1))], {1}, [0])
+    assert moves == {}
+    assert problem == "partition a-0 has 2 replicas but only 1 broker(s) would remain"
