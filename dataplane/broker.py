@@ -85,6 +85,7 @@ class Broker:
         self._tasks.append(asyncio.get_running_loop().create_task(housekeeping_loop(self)))
 
     async def stop(self) -> None:
+        await self.cluster.shut_down_gracefully()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

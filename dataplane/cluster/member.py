@@ -141,6 +141,41 @@ class ClusterMember:
         """Until this broker is registered and its image holds its own registration."""
         await asyncio.wait_for(self._registered.wait(), timeout)
 
+    async def shut_down_gracefully(self, timeout: float = 5.0) -> None:
+        """Controlled shutdown, as Kafka's: have the controller fence this broker now (its
+        leaderships move at once instead of after a session timeout) and hand the Raft
+        leadership to another voter. Best effort: a failure only delays the failover."""
+        if self.standalone or self.epoch < 0:
+            return
+        live = [b for b in self.image.live_brokers() if b.broker_id != self.node_id]
+        if not live:
+            return
+        try:
+            local = self.local_controller()
+            if local is not None:
+                await asyncio.wait_for(local.fence(self.node_id, "controlled shutdown"), timeout)
+            else:
+                await self.send_to_controller(
+                    heartbeat_req.BrokerHeartbeatRequest(
+                        broker_id=BrokerId(self.node_id),
+                        broker_epoch=i64(self.epoch),
+                        current_metadata_offset=i64(self.image.applied_index),
+                        want_fence=True,
+                        want_shut_down=True,
+                        offline_log_dirs=(),
+                    ),
+                    timeout=timeout,
+                )
+            if self.raft is not None and self.raft.is_leader:
+                others = [v for v in self.voters if v != self.node_id]
+                alive = {b.broker_id for b in live}
+                target = next((v for v in others if v in alive), None)
+                if target is not None:
+                    await self.raft.transfer_leadership(target, timeout=timeout)
+            log.info("broker %d: controlled shutdown done", self.node_id)
+        except (BrokerError, OSError, TimeoutError) as exc:
+            log.warning("broker %d: controlled shutdown incomplete: %s", self.node_id, exc)
+
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()

@@ -1,8 +1,9 @@
 """BrokerHeartbeat (63): a registered broker says it is alive.
 
-Only the active controller answers. A broker that misses ``broker.session.timeout.ms`` of
-heartbeats is fenced; a fenced broker, or one whose epoch is not current
-(STALE_BROKER_EPOCH), registers again.
+Only the active controller answers. ``want_shut_down`` is a controlled shutdown: the
+broker is fenced at once, so its leaderships move before it stops. A broker that misses
+``broker.session.timeout.ms`` of heartbeats is fenced; a fenced broker, or one whose epoch
+is not current (STALE_BROKER_EPOCH), registers again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ZERO = datetime.timedelta(0)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.want_shut_down:
+        return _controlled_shutdown(ctx, request)
     controller = ctx.broker.cluster.local_controller()
     try:
         if controller is None or not controller.active:
@@ -37,4 +40,25 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         is_caught_up=True,
         is_fenced=fenced,
         should_shut_down=False,
+    )
+
+
+async def _controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
+    """The broker is stopping: fence it now, so its leaderships move at once."""
+    controller = ctx.broker.cluster.local_controller()
+    code = ErrorCode.none
+    try:
+        if controller is None:
+            raise NotController(f"broker {ctx.broker.node_id} is not the active controller")
+        controller.heartbeat(int(request.broker_id), int(request.broker_epoch))
+        await controller.fence(int(request.broker_id), "controlled shutdown")
+    except BrokerError as exc:
+        code = error_code_for(exc)
+    return ctx.make(
+        "BrokerHeartbeatResponse",
+        throttle_time=ZERO,
+        error_code=code,
+        is_caught_up=True,
+        is_fenced=code == ErrorCode.none,
+        should_shut_down=code == ErrorCode.none,
     )

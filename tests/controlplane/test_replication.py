@@ -10,7 +10,7 @@ import grpc
 import pytest
 from kio.schema.metadata.v12 import request as metadata_v12
 
-from controlplane.kafka import Admin, KafkaConnection, TopicMetadata
+from controlplane.kafka import Admin, KafkaConnection, KafkaResponseError, TopicMetadata
 from controlplane.process import read_cmdline
 from proto.sluice.v1 import clusters_pb2 as cpb
 from proto.sluice.v1 import topics_pb2 as tpb
@@ -37,9 +37,15 @@ def advertised(host: str, port: int) -> tuple[int, dict[int, str]]:
     return asyncio.run(ask())
 
 
-def topic_metadata(broker: cpb.Broker, name: str) -> TopicMetadata:
-    async def ask() -> TopicMetadata:
-        (meta,) = await Admin(broker.host, broker.port, 10).metadata([name])
+def topic_metadata(broker: cpb.Broker, name: str) -> TopicMetadata | None:
+    """The topic as ``broker`` sees it; None while its metadata image has not caught up
+    (brokers replay the metadata log independently, as Kafka's do)."""
+
+    async def ask() -> TopicMetadata | None:
+        try:
+            (meta,) = await Admin(broker.host, broker.port, 10).metadata([name])
+        except KafkaResponseError:
+            return None
         return meta
 
     return asyncio.run(ask())
@@ -100,7 +106,8 @@ def test_three_brokers_share_metadata_and_replicate(plane: ControlPlaneProcess) 
     for b in brokers:  # every broker answers with the same partitions
         meta = wait_until(
             lambda b=b: (
-                (m := topic_metadata(b, "triple")).partitions
+                (m := topic_metadata(b, "triple")) is not None
+                and m.partitions
                 and all(len(p.isr) == 3 for p in m.partitions)
                 and m
             ),
