@@ -102,7 +102,11 @@ def _describe(figure: Figure) -> str:
     if figure.unit == "rec/s":
         return f"{fmt_rate(figure.value)} rec/s, {figure.seconds:.2f} s"
     if figure.unit == "ms":
-        return ", ".join(f"{k} {v:.1f} ms" for k, v in figure.extra.items() if k.endswith("ms"))
+        return ", ".join(
+            f"{k} {v:.1f} ms"
+            for k, v in figure.extra.items()
+            if k.endswith("ms") and isinstance(v, int | float)
+        )
     return f"{figure.value:.2f} {figure.unit}"
 
 

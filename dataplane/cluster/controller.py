@@ -188,6 +188,7 @@ class QuorumController:
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
+            await self._repair_fenced()
             for broker_id, info in list(self.image.brokers.items()):
                 if info.fenced:
                     continue
@@ -198,6 +199,7 @@ class QuorumController:
 
     async def fence(self, broker_id: int, why: str) -> None:
         async with self.lock:
+            await self.wait_active(5)
             info = self.image.brokers.get(broker_id)
             if info is None or info.fenced:
                 return
@@ -206,6 +208,27 @@ class QuorumController:
                 "fencing broker %d: %s (%d partition changes)", broker_id, why, len(records) - 1
             )
             await self.commit(records)
+
+    async def _repair_fenced(self) -> None:
+        """Partitions still led by, or (beyond the last member) in-sync with, a fenced or
+        unregistered broker get the change fencing should have made (a change decided
+        against a stale image is dropped on apply; this decides it again)."""
+        async with self.lock:
+            if not self.active:
+                return
+            records: list[r.Record] = []
+            for state in self.image.partitions.values():
+                dead = [b for b in state.isr if not self._live(b)]
+                if state.leader >= 0 and not self._live(state.leader):
+                    dead.append(state.leader)
+                for b in dict.fromkeys(dead):
+                    if b == state.leader or len(state.isr) > 1:
+                        records.append(self._without(state, b))
+                        break
+            if records:
+                log.info("repairing %d partition(s) that still name fenced brokers", len(records))
+                with contextlib.suppress(NotController):
+                    await self.commit(records)
 
     def fence_records(self, broker_id: int) -> list[r.Record]:
         """Fence a broker: out of every ISR, a new leader where it led."""

@@ -10,6 +10,7 @@ reconciles its logs, replicas and coordinators to it.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from dataplane.errors import (
 from dataplane.metadata import TopicInfo, validate_topic_name
 
 TopicPartition = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +191,23 @@ class MetadataImage:
     def _apply_partition(self, rec: r.Partition, delta: Delta) -> None:
         info = self.topics_by_id.get(uuid.UUID(rec.topic_id))
         if info is None:
+            return
+        current = self.partitions.get((info.name, rec.partition))
+        if current is not None and (
+            rec.partition_epoch <= current.partition_epoch
+            or rec.leader_epoch < current.leader_epoch
+        ):
+            # decided against an older state (a controller whose image lagged): every
+            # broker drops it alike, and the controller decides again from the current one
+            log.warning(
+                "%s-%d: ignoring a partition change of epoch %d/%d: the partition is at %d/%d",
+                info.name,
+                rec.partition,
+                rec.leader_epoch,
+                rec.partition_epoch,
+                current.leader_epoch,
+                current.partition_epoch,
+            )
             return
         state = PartitionState(
             info.name,

@@ -151,10 +151,21 @@ class ClusterMember:
         if not live:
             return
         try:
-            local = self.local_controller()
-            if local is not None:
-                await asyncio.wait_for(local.fence(self.node_id, "controlled shutdown"), timeout)
-            else:
+            await self._fence_self(timeout)
+            if self.raft is not None and self.raft.is_leader:
+                others = [v for v in self.voters if v != self.node_id]
+                alive = {b.broker_id for b in live}
+                target = next((v for v in others if v in alive), None)
+                if target is not None:
+                    await self.raft.transfer_leadership(target, timeout=timeout)
+            log.info("broker %d: controlled shutdown done", self.node_id)
+        except (BrokerError, OSError, TimeoutError) as exc:
+            log.warning("broker %d: controlled shutdown incomplete: %s", self.node_id, exc)
+
+    async def _fence_self(self, timeout: float) -> None:
+        local = self.local_controller()
+        if local is None:
+            try:
                 await self.send_to_controller(
                     heartbeat_req.BrokerHeartbeatRequest(
                         broker_id=BrokerId(self.node_id),
@@ -166,15 +177,11 @@ class ClusterMember:
                     ),
                     timeout=timeout,
                 )
-            if self.raft is not None and self.raft.is_leader:
-                others = [v for v in self.voters if v != self.node_id]
-                alive = {b.broker_id for b in live}
-                target = next((v for v in others if v in alive), None)
-                if target is not None:
-                    await self.raft.transfer_leadership(target, timeout=timeout)
-            log.info("broker %d: controlled shutdown done", self.node_id)
-        except (BrokerError, OSError, TimeoutError) as exc:
-            log.warning("broker %d: controlled shutdown incomplete: %s", self.node_id, exc)
+                return
+            except ControllerIsLocal:
+                local = self.local_controller()
+        if local is not None:
+            await asyncio.wait_for(local.fence(self.node_id, "controlled shutdown"), timeout)
 
     async def stop(self) -> None:
         for task in self._tasks:

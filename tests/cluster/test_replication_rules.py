@@ -1,0 +1,167 @@
+"""Replication rules on a 3-broker Sluice cluster, as Kafka states them.
+
+- acks=all with fewer in-sync replicas than ``min.insync.replicas`` is refused with
+  NOT_ENOUGH_REPLICAS (nothing written), while acks=1 still works;
+- a write or read sent to a follower gets NOT_LEADER_OR_FOLLOWER;
+- when the last in-sync replica dies the partition goes offline (no unclean election) and
+  comes back with that replica, losing nothing acknowledged;
+- a returning preferred replica gets its leadership back.
+
+One cluster serves the module; each test uses its own topic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from dataplane.protocol.record_batch import encode_batch
+from tests.conftest import unique
+from tests.support.cluster_workload import (
+    admin_client,
+    create_topic,
+    leader_of,
+    partition_states,
+    wait_for,
+    wait_in_isr,
+    wait_out_of_isr,
+)
+from tests.support.raw_client import RawClient
+from tests.support.records import fetch_request, partition_response, produce_request
+from tests.support.sluice_cluster import SluiceCluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SluiceCluster]:
+    workdir: Path = tmp_path_factory.mktemp("rules")
+    sluice = SluiceCluster(workdir, brokers=3)
+    sluice.start()
+    try:
+        yield sluice
+    finally:
+        sluice.stop()
+
+
+def produce_to(cluster: SluiceCluster, node: int, topic: str, acks: int) -> ErrorCode:
+    """One record to broker ``node``; its error code. Brokers replay the metadata log on
+    their own, so a broker may learn of a new topic a moment after another did: until then
+    it answers UNKNOWN_TOPIC_OR_PARTITION (as Kafka's do), which is retried here."""
+    batch = encode_batch([(b"k", b"v")], timestamp_ms=int(time.time() * 1000))
+
+    def send() -> ErrorCode:
+        with RawClient(cluster.broker(node).bootstrap) as client:
+            client.send(produce_request(topic, batch, acks=acks, timeout_ms=5000))
+            _, response = client.receive(type(produce_request(topic, batch)))
+        return ErrorCode(partition_response(response).error_code)
+
+    deadline = time.monotonic() + 10
+    while (code := send()) == ErrorCode.unknown_topic_or_partition:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    return code
+
+
+def ensure_running(cluster: SluiceCluster) -> None:
+    for i in range(3):
+        if not cluster.alive(i):
+            cluster.start(i)
+
+
+def test_min_insync_replicas_refuses_acks_all(cluster: SluiceCluster) -> None:
+    topic = unique("minisr")
+    states = create_topic(
+        cluster.bootstrap,
+        topic,
+        partitions=1,
+        replication=3,
+        config={"min.insync.replicas": "3"},
+    )
+    leader = states[0].leader
+    assert produce_to(cluster, leader, topic, -1) == ErrorCode.none
+    follower = next(b for b in states[0].replicas if b != leader)
+    admin = admin_client(cluster.bootstrap)
+    cluster.kill(follower)
+    try:
+        wait_out_of_isr(admin, topic, 0, follower, 30)
+        assert produce_to(cluster, leader, topic, -1) == ErrorCode.not_enough_replicas
+        assert produce_to(cluster, leader, topic, 1) == ErrorCode.none
+    finally:
+        cluster.start(follower)
+    wait_in_isr(admin, topic, follower, 60)
+    assert produce_to(cluster, leader, topic, -1) == ErrorCode.none
+
+
+def test_followers_answer_not_leader(cluster: SluiceCluster) -> None:
+    ensure_running(cluster)
+    topic = unique("follower")
+    states = create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
+    follower = next(b for b in states[0].replicas if b != states[0].leader)
+    # brokers replay the metadata log on their own: the follower may learn of the topic a
+    # moment after the leader did (UNKNOWN_TOPIC_OR_PARTITION until then, as in Kafka)
+    code = wait_for(
+        lambda: (
+            (c := produce_to(cluster, follower, topic, 1)) != ErrorCode.unknown_topic_or_partition
+            and c
+        ),
+        10,
+        "the follower to know the topic",
+    )
+    assert code == ErrorCode.not_leader_or_follower
+    with RawClient(cluster.broker(follower).bootstrap) as client:
+        client.send(fetch_request(topic, 0))
+        _, response = client.receive(type(fetch_request(topic, 0)))
+    assert partition_response(response).error_code == ErrorCode.not_leader_or_follower
+
+
+def test_last_isr_member_down_takes_the_partition_offline(cluster: SluiceCluster) -> None:
+    ensure_running(cluster)
+    topic = unique("offline")
+    states = create_topic(cluster.bootstrap, topic, partitions=1, replication=2)
+    leader, other = states[0].leader, next(b for b in states[0].replicas if b != states[0].leader)
+    admin = admin_client(cluster.bootstrap)
+    assert produce_to(cluster, leader, topic, -1) == ErrorCode.none
+    cluster.kill(other)
+    wait_out_of_isr(admin, topic, 0, other, 30)
+    assert produce_to(cluster, leader, topic, -1) == ErrorCode.none  # written by the leader only
+    cluster.kill(leader)
+    try:
+        # every broker is a voter: the quorum needs ``other`` back to fence the leader.
+        # The only in-sync replica is dead: no leader, and ``other``, alive but out of
+        # sync, is not elected (unclean.leader.election.enable=false)
+        cluster.start(other, wait=False)  # the cluster lacks the leader: do not wait for it
+        wait_for(lambda: partition_states(admin, topic)[0].leader == -1, 30, "no leader")
+        time.sleep(1)
+        assert partition_states(admin, topic)[0].leader == -1
+    finally:
+        cluster.start(leader)
+    assert leader_of(admin, topic, 0, 60) == leader
+    wait_in_isr(admin, topic, other, 60)
+    with RawClient(cluster.broker(leader).bootstrap) as client:
+        client.send(fetch_request(topic, 0))
+        _, response = client.receive(type(fetch_request(topic, 0)))
+    assert partition_response(response).high_watermark == 2
+
+
+def test_preferred_leader_is_restored(cluster: SluiceCluster) -> None:
+    ensure_running(cluster)
+    topic = unique("preferred")
+    states = create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
+    preferred = states[0].replicas[0]
+    assert states[0].leader == preferred
+    admin = admin_client(cluster.bootstrap)
+    cluster.kill(preferred)
+    try:
+        wait_for(
+            lambda: partition_states(admin, topic)[0].leader not in (-1, preferred),
+            30,
+            "another leader",
+        )
+    finally:
+        cluster.start(preferred)
+    # back in the ISR, then leader again (leader.imbalance.check.interval.seconds=5)
+    wait_for(lambda: partition_states(admin, topic)[0].leader == preferred, 60, "preferred leader")
