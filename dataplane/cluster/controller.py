@@ -63,6 +63,8 @@ class QuorumController:
         self._ready = asyncio.Event()
         self._term = -1
         self._tasks: list[asyncio.Task[None]] = []
+        self._last_other_leader: int | None = None
+        """The last other node seen leading: an election usually means it died."""
 
     # ------------------------------------------------------------------ activation
 
@@ -72,6 +74,9 @@ class QuorumController:
 
     def on_raft_change(self) -> None:
         """Called after every Raft role/term/leader change."""
+        leader = self.raft.leader_id
+        if leader is not None and leader != self.raft.node_id:
+            self._last_other_leader = leader
         if self.raft.is_leader and self._term != self.raft.term:
             self._term = self.raft.term
             self._ready.clear()
@@ -97,6 +102,12 @@ class QuorumController:
         timeout = self._session_timeout()
         now = time.monotonic()
         self._deadlines = dict.fromkeys(self.image.brokers, now + timeout)
+        previous = self._last_other_leader
+        if previous is not None and previous in self._deadlines:
+            # the broker that led before this election has most likely died: it must
+            # heartbeat within a few intervals or be fenced, instead of a whole session
+            interval = int(self.config["broker.heartbeat.interval.ms"]) / 1000
+            self._deadlines[previous] = now + min(timeout, max(4 * interval, 0.5))
         self._ready.set()
         log.info("controller active (term %d, %d brokers)", term, len(self.image.brokers))
         loop = asyncio.get_running_loop()
@@ -184,7 +195,7 @@ class QuorumController:
         return False
 
     async def _fence_loop(self) -> None:
-        interval = max(0.02, self._session_timeout() / 10)
+        interval = max(0.02, self._session_timeout() / 30)
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
