@@ -91,7 +91,16 @@ def main() -> None:
     if f'"name": "{CLUSTER}"' in existing:
         cloudctl("delete-cluster", CLUSTER, "--wait")
     cloudctl("create-cluster", CLUSTER, "--brokers", "3", "--wait")
-    cloudctl("create-topic", "--cluster", CLUSTER, TOPIC, "--partitions", "3")
+    cloudctl(
+        "create-topic",
+        "--cluster",
+        CLUSTER,
+        TOPIC,
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+    )
     bootstrap = cloudctl("get-bootstrap-brokers", CLUSTER).strip()
     round_trip(bootstrap)
     cloudctl("describe-cluster", CLUSTER)
