@@ -101,52 +101,28 @@ class Broker:
 
     async def auto_create(self, name: str) -> TopicInfo | None:
         """Create ``name`` with the broker defaults (num.partitions,
-        default.replication.factor) through the controller, as a CreateTopics request;
-        None when auto.create.topics.enable is off. Raises the creation's error."""
+        default.replication.factor) through the controller; None when
+        auto.create.topics.enable is off. Raises the creation's error."""
         if not self.config["auto.create.topics.enable"]:
             return None
         pending = self.topic_removals.get(name)
         if pending is not None:
             await asyncio.gather(pending, return_exceptions=True)
-        from kio.schema.create_topics.v7 import request as create_req
-        from kio.schema.types import TopicName
-        from kio.static.primitive import i16, i32, i32Timedelta
-
-        from dataplane.errors import BrokerError
-        from dataplane.handlers import create_topics
-        from dataplane.handlers.context import RequestContext
-
-        request = create_req.CreateTopicsRequest(
-            topics=(
-                create_req.CreatableTopic(
-                    name=TopicName(name),
-                    num_partitions=i32(-1),
-                    replication_factor=i16(-1),
-                    assignments=(),
-                    configs=(),
-                ),
-            ),
-            timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            validate_only=False,
-        )
-        ctx = RequestContext(self, create_topics.API_KEY, 7, 0, "sluice-auto-create")
-        response = create_topics.handle(ctx, request)
-        if hasattr(response, "__await__"):
-            response = await response
-        result = response.topics[0]
-        if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
-            error = BrokerError(result.error_message or result.error_code.name)
-            error.code = result.error_code
-            raise error
-        if result.error_code == ErrorCode.none:
+        if await self.create_topic_via_controller(name, -1, -1, {}, "sluice-auto-create"):
             log.info("auto-created topic %s", name)
         return await self.await_topic(name)
 
-    async def create_internal_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> None:
-        """Create an internal topic through the controller (CreateTopics, forwarded when
-        this broker is not the controller); an existing topic is fine."""
+    async def create_topic_via_controller(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        client_id: str = "sluice-internal",
+    ) -> bool:
+        """Create a topic as a CreateTopics request would (decided on the controller,
+        forwarded when this broker is not it); -1 means the broker default. True if it was
+        created, False if it existed; raises the creation's error otherwise."""
         from kio.schema.create_topics.v7 import request as create_req
         from kio.schema.types import TopicName
         from kio.static.primitive import i16, i32, i32Timedelta
@@ -170,7 +146,7 @@ class Broker:
             timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
             validate_only=False,
         )
-        ctx = RequestContext(self, create_topics.API_KEY, 7, 0, "sluice-internal")
+        ctx = RequestContext(self, create_topics.API_KEY, 7, 0, client_id)
         response = create_topics.handle(ctx, request)
         if hasattr(response, "__await__"):
             response = await response
@@ -179,6 +155,7 @@ class Broker:
             error = BrokerError(result.error_message or result.error_code.name)
             error.code = result.error_code
             raise error
+        return bool(result.error_code == ErrorCode.none)
 
     async def await_topic(self, name: str, timeout: float = 10.0) -> TopicInfo | None:
         """The topic once this broker's image has it (a forwarded creation commits on the

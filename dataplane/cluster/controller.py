@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_BLOCK = 1000
-
 
 class QuorumController:
     def __init__(self, image: MetadataImage, raft: RaftServer, config: BrokerConfig) -> None:
@@ -224,6 +222,8 @@ class QuorumController:
         """Partitions still led by, or (beyond the last member) in-sync with, a fenced or
         unregistered broker get the change fencing should have made (a change decided
         against a stale image is dropped on apply; this decides it again)."""
+        if all(not b.fenced for b in self.image.brokers.values()):
+            return  # nothing fenced: nothing can still name a fenced broker
         async with self.lock:
             if not self.active:
                 return
@@ -368,46 +368,6 @@ class QuorumController:
         isr = [b for b in replicas if self._live(b)] or list(replicas)
         leader = next((b for b in replicas if self._live(b)), -1)
         return r.Partition(topic_id, partition, list(replicas), isr, leader, 0, 0)
-
-    async def create_topic(
-        self,
-        name: str,
-        assignment: dict[int, list[int]],
-        configs: dict[str, str],
-    ) -> str:
-        """Commit a topic with the given replica assignment (caller validated, holds lock)."""
-        topic_id = r.new_topic_id()
-        records: list[r.Record] = [r.Topic(name, topic_id, dict(configs))]
-        for p in sorted(assignment):
-            records.append(self.new_partition(topic_id, p, assignment[p]))
-        await self.commit(records)
-        return topic_id
-
-    async def add_partitions(self, name: str, assignment: dict[int, list[int]]) -> None:
-        info = self.image.get(name)
-        topic_id = str(info.topic_id)
-        await self.commit(
-            [self.new_partition(topic_id, p, assignment[p]) for p in sorted(assignment)]
-        )
-
-    async def delete_topic(self, name: str) -> None:
-        info = self.image.get(name)
-        await self.commit([r.RemoveTopic(str(info.topic_id))])
-
-    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.image.get(name)
-        await self.commit([r.TopicConfig(name, dict(configs))])
-
-    async def set_broker_configs(self, scope: str, configs: dict[str, str]) -> None:
-        await self.commit([r.BrokerConfig(scope, dict(configs))])
-
-    async def allocate_producer_ids(self, count: int = PRODUCER_ID_BLOCK) -> int:
-        """First id of a fresh block of ``count`` producer ids."""
-        async with self.lock:
-            await self.wait_active(5)
-            start = self.image.next_producer_id
-            await self.commit([r.ProducerIds(start + count)])
-            return start
 
     # ------------------------------------------------------------------ partitions
 

@@ -95,7 +95,7 @@ class OffsetsTopic:
         log.info(
             "creating %s with %d partitions, replication factor %d", OFFSETS_TOPIC, count, factor
         )
-        await self.broker.create_internal_topic(
+        await self.broker.create_topic_via_controller(
             OFFSETS_TOPIC,
             count,
             factor,

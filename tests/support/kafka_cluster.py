@@ -31,8 +31,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
+from typing import IO
 
 from .kafka_oracle import (
     STOP_GRACE_SECONDS,
@@ -45,7 +44,7 @@ from .kafka_oracle import (
     wait_kafka_ready,
     write_properties,
 )
-from .processes import free_ports, kill_group, stop_group, track, untrack
+from .processes import StartStop, free_ports, kill_group, stop_group, track, untrack
 
 # Kafka's defaults are 9000 / 2000 / 300; these match Sluice's defaults.
 FAILOVER = {
@@ -98,7 +97,7 @@ class KafkaNode:
             self._log = None
 
 
-class KafkaCluster:
+class KafkaCluster(StartStop):
     """N Apache Kafka nodes (KRaft, combined mode) on 127.0.0.1, started by ``start()`` or
     ``with``. ``kill(i)`` is ``kill -9`` of node i; ``start(i)`` brings it back on the same
     ports and data dir; ``stop()`` stops every node."""
@@ -272,15 +271,3 @@ class KafkaCluster:
 
     def alive(self, i: int) -> bool:
         return self.nodes[i].alive()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -24,11 +24,17 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any
 
 from .java_client import FETCH_HINT, JAVA_CACHE, REPO_ROOT, java_missing
-from .processes import die_with_parent_preexec, free_ports, stop_group, track, untrack
+from .processes import (
+    StartStop,
+    die_with_parent_preexec,
+    free_ports,
+    stop_group,
+    track,
+    untrack,
+)
 
 KAFKA_DIR = JAVA_CACHE / "kafka"
 LOG4J_CONFIG = REPO_ROOT / "tools" / "java" / "log4j2-quiet.xml"
@@ -185,7 +191,7 @@ def wait_kafka_ready(
     )
 
 
-class KafkaOracle:
+class KafkaOracle(StartStop):
     """Context manager running one Apache Kafka broker+controller on 127.0.0.1.
 
     ``bootstrap`` is "127.0.0.1:PORT"; ``startup_seconds`` is how long format+start took.
@@ -283,15 +289,3 @@ class KafkaOracle:
 
     def log_tail(self, lines: int = 40) -> str:
         return log_tail(self.log_path, lines)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -19,7 +19,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 
 
 class Stoppable(Protocol):
@@ -27,6 +28,28 @@ class Stoppable(Protocol):
 
 
 _live: set[Stoppable] = set()
+
+
+class StartStop:
+    """``with X(...) as x:`` for process owners: ``start()`` on entry, ``stop()`` on exit."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
 
 
 def free_port() -> int:

@@ -31,11 +31,9 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from .broker import BrokerProcess
-from .processes import free_ports, track, untrack
+from .processes import StartStop, free_ports, track, untrack
 
 STOP_GRACE_SECONDS = 20.0
 FAILOVER = {
@@ -56,7 +54,7 @@ def _known_setting(key: str) -> bool:
     return key in BROKER_CONFIGS
 
 
-class SluiceCluster:
+class SluiceCluster(StartStop):
     def __init__(
         self,
         workdir: Path,
@@ -200,15 +198,3 @@ class SluiceCluster:
             broker.kill()  # SIGKILL if still running; reaps and untracks
         if i is None:
             untrack(self)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
