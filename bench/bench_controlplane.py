@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.common import replace_section
 from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import clusters_pb2_grpc
 
@@ -283,14 +284,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def write(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        text = head + section + ("\n" + tail if tail else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
+    replace_section(RESULTS, BEGIN, END, section)
 
 
 def main() -> None:

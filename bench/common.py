@@ -223,3 +223,16 @@ def command_version(cmd: list[str]) -> str:
         return "?"
     text = (out.stdout or out.stderr).strip().splitlines()
     return text[0].strip() if text else "?"
+
+
+def replace_section(results: Path, begin: str, end: str, section: str) -> None:
+    """Put ``section`` (which starts with ``begin`` and ends with ``end``) in place of the text
+    between those markers in ``results``, or append it."""
+    text = results.read_text() if results.exists() else "# Benchmark results\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
+        text = head + section + ("\n" + tail if tail else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    results.write_text(text)

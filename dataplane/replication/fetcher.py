@@ -233,6 +233,17 @@ class ReplicaFetcher:
     def _apply(self, f: _Followed, part: object) -> bool:
         plog = f.partition.plog
         code = part.error_code  # type: ignore[attr-defined]
+        if code == ErrorCode.offset_moved_to_tiered_storage:
+            # what this replica lacks is only in the remote tier: its log starts where the
+            # leader's local log does (answers to followers carry that offset)
+            leader_start = int(part.log_start_offset)  # type: ignore[attr-defined]
+            log.info(
+                "%s: offsets below %d are in the remote tier; starting the log there",
+                plog.name,
+                leader_start,
+            )
+            plog.truncate_fully_and_start_at(leader_start)
+            return True
         if code == ErrorCode.offset_out_of_range:
             leader_start = int(part.log_start_offset)  # type: ignore[attr-defined]
             if plog.log_end_offset < leader_start:

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ISR_CHECK_INTERVAL = 0.1
+ISR_ANSWER_WAIT = 2.0
+"""Seconds an ISR change waits to show in the metadata image before it counts as refused."""
 
 
 class ReplicaManager:
@@ -173,6 +175,7 @@ class ReplicaManager:
                 if not shrink and not expand:
                     continue
                 isr = list(dict.fromkeys([b for b in part.state.isr if b not in shrink] + expand))
+                part.ask_isr(isr)
                 self._isr_requests[key] = asyncio.get_running_loop().create_task(
                     self._alter_isr(key, part, isr)
                 )
@@ -184,8 +187,14 @@ class ReplicaManager:
                 return
             log.info("%s-%d: asking to change ISR %s -> %s", *key, list(state.isr), isr)
             await self.broker.cluster.alter_partition(state, isr)
+            # the outcome arrives through the metadata image; the maximal ISR holds until then
+            # (a refused change leaves the partition as it was)
+            if part.state is state and not await part.wait_state_change(ISR_ANSWER_WAIT):
+                part.isr_request_failed()
         except (BrokerError, OSError, TimeoutError) as exc:
             log.info("%s-%d: ISR change failed: %s", *key, exc)
+            if part.state is state:
+                part.isr_request_failed()
             await asyncio.sleep(0.2)
         finally:
             self._isr_requests.pop(key, None)

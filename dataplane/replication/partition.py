@@ -1,7 +1,9 @@
 """One partition replica on this broker: leader or follower, as the metadata image says.
 
 As leader it tracks each follower's log end offset (learned from the follower's fetches),
-keeps the high watermark at the smallest log end offset of the ISR, asks the controller
+keeps the high watermark at the smallest log end offset of the ISR (the "maximal" ISR while a
+change is in flight: the current members and those asked for, as Kafka does since KIP-497, so a
+follower being added never joins behind the high watermark), asks the controller
 to shrink the ISR when a follower lags more than ``replica.lag.time.max.ms`` and to expand
 it when a follower has caught up, and completes acks=all writes once the high watermark
 covers them. As follower it only holds the log; the fetcher fills it.
@@ -50,7 +52,9 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         """acks=all writes: (end offset, min.insync.replicas, future)."""
-        self.isr_change_pending = False
+        self.pending_isr: tuple[int, ...] = ()
+        """The ISR asked of the controller, until the answer shows in the metadata image."""
+        self._state_changed = asyncio.Event()
 
     @property
     def topic(self) -> str:
@@ -67,6 +71,34 @@ class Partition:
     @property
     def isr(self) -> tuple[int, ...]:
         return () if self.state is None else self.state.isr
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR and, while a change is in flight, the members asked for: the replicas the
+        high watermark waits for. A follower is counted from the moment the leader asks to add
+        it (it may be in the ISR the controller commits, and may then be elected); one being
+        removed is counted until the removal is committed."""
+        return tuple(dict.fromkeys((*self.isr, *self.pending_isr)))
+
+    def _new_state(self) -> None:
+        self._state_changed.set()
+        self._state_changed = asyncio.Event()
+
+    async def wait_state_change(self, timeout: float) -> bool:
+        """Until the metadata image gives this partition a new state; False on timeout."""
+        changed = self._state_changed
+        try:
+            await asyncio.wait_for(changed.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def ask_isr(self, isr: list[int]) -> None:
+        self.pending_isr = tuple(isr)
+
+    def isr_request_failed(self) -> None:
+        self.pending_isr = ()
+        self.maybe_advance_high_watermark()
 
     # ------------------------------------------------------------------ transitions
 
@@ -100,14 +132,16 @@ class Partition:
             for b in list(self.followers):
                 if b not in state.replicas:
                     del self.followers[b]
-        self.isr_change_pending = False
+        self.pending_isr = ()
+        self._new_state()
         self.maybe_advance_high_watermark()
 
     def become_follower(self, state: PartitionState) -> None:
         was_leader = self.is_leader
         self.state = state
         self.is_leader = False
-        self.isr_change_pending = False
+        self.pending_isr = ()
+        self._new_state()
         self.followers = {}
         self.plog.auto_high_watermark = False
         self.plog.leader_epoch = max(self.plog.leader_epoch, state.leader_epoch)
@@ -168,7 +202,7 @@ class Partition:
         if not self.is_leader or self.state is None:
             return
         hw = self.plog.log_end_offset
-        for b in self.state.isr:
+        for b in self.maximal_isr:
             if b == self.node_id:
                 continue
             follower = self.followers.get(b)

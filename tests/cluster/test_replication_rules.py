@@ -165,3 +165,30 @@ def test_preferred_leader_is_restored(cluster: SluiceCluster) -> None:
         cluster.start(preferred)
     # back in the ISR, then leader again (leader.imbalance.check.interval.seconds=5)
     wait_for(lambda: partition_states(admin, topic)[0].leader == preferred, 60, "preferred leader")
+
+
+def test_a_restarted_leader_hands_over_before_its_session_expires(tmp_path: Path) -> None:
+    """A broker process that dies and comes back (a supervisor restarts it in well under a
+    session) registers a new incarnation: the controller fences the old one at once, so its
+    partitions get another leader (clients move to a broker they are connected to) instead of
+    waiting for the restarted process, and it rejoins as a follower."""
+    slow_sessions = {"broker.session.timeout.ms": "120000"}
+    with SluiceCluster(tmp_path, brokers=3, settings=slow_sessions) as cluster:
+        topic = unique("restarted")
+        states = create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
+        leader = states[0].leader
+        admin = admin_client(cluster.bootstrap)
+        assert produce_to(cluster, leader, topic, -1) == ErrorCode.none
+        cluster.kill(leader)
+        cluster.start(leader)
+        (new_leader,) = wait_for(
+            lambda: (now := partition_states(admin, topic)[0].leader) not in (-1, leader) and [now],
+            30,
+            "another leader, long before the 120 s session expires",
+        )
+        wait_in_isr(admin, topic, leader, 60)
+        assert produce_to(cluster, new_leader, topic, -1) == ErrorCode.none
+        with RawClient(cluster.broker(new_leader).bootstrap) as client:
+            client.send(fetch_request(topic, 0))
+            _, response = client.receive(type(fetch_request(topic, 0)))
+        assert partition_response(response).high_watermark == 2

@@ -294,10 +294,7 @@ def read_partitions(
         }
     )
     try:
-        ends = {
-            p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1])
-            for p in range(partitions)
-        }
+        ends = {p: high_watermark(consumer, topic, p) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         nxt = dict.fromkeys(range(partitions), 0)
@@ -321,16 +318,34 @@ def read_partitions(
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     """The high watermark of each partition (ListOffsets latest, answered by the leader)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets", "log_level": 0})
     try:
-        return {
-            p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1])
-            for p in range(partitions)
-        }
+        return {p: high_watermark(consumer, topic, p) for p in range(partitions)}
     finally:
         consumer.close()
+
+
+def high_watermark(consumer: Any, topic: str, partition: int, timeout: float = 30) -> int:
+    """ListOffsets latest through ``consumer``, retried while the client's metadata is stale
+    (NOT_LEADER_OR_FOLLOWER right after a leader moved, from Kafka's brokers as from ours)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    stale = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+    }
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)[1])
+        except KafkaException as exc:
+            if exc.args[0].code() not in stale or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @dataclass

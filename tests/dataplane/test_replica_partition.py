@@ -1,0 +1,70 @@
+"""The leader's view of one partition: the high watermark follows the ISR, and while an ISR
+change is in flight it waits for every replica of the "maximal" ISR (KIP-497), so that a
+follower the controller may add, and then elect, never lacks an acknowledged record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dataplane.cluster.image import PartitionState
+from dataplane.replication.partition import Partition
+from tests.dataplane.test_log_partition import fill
+from tests.dataplane.test_log_replication import open_named
+
+
+def state(isr: tuple[int, ...], partition_epoch: int = 0) -> PartitionState:
+    return PartitionState("t", 0, (1, 2, 3), isr, 1, 0, partition_epoch)
+
+
+def leader(tmp_path: Path, isr: tuple[int, ...]) -> Partition:
+    part = Partition(open_named(tmp_path), node_id=1)
+    part.become_leader(state(isr))
+    fill(part.plog, 10)
+    return part
+
+
+def test_high_watermark_is_the_smallest_end_of_the_isr(tmp_path: Path) -> None:
+    part = leader(tmp_path, (1, 2))
+    part.record_follower_fetch(3, 0, 1.0)  # outside the ISR: does not hold the HW back
+    part.record_follower_fetch(2, 7, 1.0)
+    assert part.plog.high_watermark == 7
+    part.record_follower_fetch(2, 10, 1.0)
+    assert part.plog.high_watermark == 10
+
+
+def test_a_follower_being_added_holds_the_high_watermark(tmp_path: Path) -> None:
+    part = leader(tmp_path, (1, 2))
+    part.record_follower_fetch(2, 4, 1.0)
+    part.record_follower_fetch(3, 4, 1.0)
+    assert part.isr_to_expand() == [3], "caught up to the high watermark (4)"
+    part.ask_isr([1, 2, 3])
+    part.record_follower_fetch(2, 10, 1.0)
+    assert part.plog.high_watermark == 4, "broker 3 may be in the ISR the controller commits"
+    part.record_follower_fetch(3, 8, 1.0)
+    assert part.plog.high_watermark == 8
+
+    part.become_leader(state((1, 2, 3), partition_epoch=1))  # the change committed
+    assert part.pending_isr == ()
+    part.record_follower_fetch(3, 10, 1.0)
+    assert part.plog.high_watermark == 10
+
+
+def test_a_refused_change_releases_the_high_watermark(tmp_path: Path) -> None:
+    part = leader(tmp_path, (1, 2))
+    part.record_follower_fetch(3, 0, 1.0)
+    part.ask_isr([1, 2, 3])
+    part.record_follower_fetch(2, 10, 1.0)
+    assert part.plog.high_watermark == 0
+    part.isr_request_failed()
+    assert part.plog.high_watermark == 10
+
+
+def test_a_follower_being_removed_counts_until_the_removal_commits(tmp_path: Path) -> None:
+    part = leader(tmp_path, (1, 2, 3))
+    part.record_follower_fetch(2, 10, 1.0)
+    part.record_follower_fetch(3, 5, 1.0)
+    part.ask_isr([1, 2])
+    part.record_follower_fetch(2, 10, 1.0)
+    assert part.plog.high_watermark == 5, "broker 3 is still in the committed ISR"
+    part.become_leader(state((1, 2), partition_epoch=1))
+    assert part.plog.high_watermark == 10
