@@ -151,7 +151,9 @@ class KafkaConnection:
         got = struct.unpack_from(">i", frame, 0)[0]
         if got != correlation:
             raise OSError(f"correlation id {got} does not match request {correlation}")
-        response_cls = load_response_schema(request.__api_key__, request.__version__)
+        response_cls = getattr(request, "__response_schema__", None) or load_response_schema(
+            request.__api_key__, request.__version__
+        )
         offset = 4
         if response_cls.__header_schema__.__flexible__:
             offset += 1  # empty tagged fields

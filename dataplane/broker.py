@@ -33,6 +33,7 @@ from dataplane.replication.manager import ReplicaManager
 if TYPE_CHECKING:
     from dataplane.groups.coordinator import GroupCoordinator
     from dataplane.log.partition_log import PartitionLog
+    from dataplane.remote.manager import RemoteLogManager
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,12 @@ class Broker:
         self.logs = LogManager(config, self.metadata)
         self.cluster = ClusterMember(config, self.metadata, data_dir)
         self.replicas = ReplicaManager(self)
+        self.remote: RemoteLogManager | None = None
+        if config["remote.log.storage.system.enable"]:
+            from dataplane.remote.manager import RemoteLogManager
+
+            self.remote = RemoteLogManager(self)
+            self.logs.tier_factory = self.remote.tier_for
         self.groups: GroupCoordinator | None = None
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
@@ -80,6 +87,8 @@ class Broker:
         await self.cluster.wait_registered(STARTUP_TIMEOUT_S)
         self.replicas.activate()
         await self.groups.start()
+        if self.remote is not None:
+            await self.remote.start()
         from dataplane.log.housekeeping import housekeeping_loop
 
         self._tasks.append(asyncio.get_running_loop().create_task(housekeeping_loop(self)))
@@ -93,6 +102,8 @@ class Broker:
                 await task
         if self.groups is not None:
             await self.groups.stop()
+        if self.remote is not None:
+            await self.remote.stop()
         await self.replicas.stop()
         await self.cluster.stop()
         self.logs.close()

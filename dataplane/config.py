@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dataplane.errors import InvalidConfig
+from tiered.config import ObjectStoreSettings
 
 
 class ConfigType(enum.IntEnum):
@@ -463,6 +464,88 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "How far in the future a CreateTime timestamp of a produced batch may be.",
             minimum=0,
         ),
+        # tiered storage (see dataplane/remote/README.md and tiered/README.md)
+        ConfigDef(
+            "remote.log.storage.system.enable",
+            B,
+            False,
+            "Tiered storage on this broker: topics may set remote.storage.enable "
+            "(needs the tiered.s3.* settings).",
+            read_only=True,
+        ),
+        ConfigDef(
+            "remote.log.manager.task.interval.ms",
+            L,
+            5000,
+            "How often a leader looks for segments to upload and remote data to expire "
+            "(Kafka: 30000).",
+            minimum=10,
+        ),
+        ConfigDef(
+            "remote.log.manager.task.retry.backoff.ms",
+            L,
+            500,
+            "First wait after a failed upload or deletion; doubles per failure.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "remote.log.manager.task.retry.backoff.max.ms",
+            L,
+            30000,
+            "Longest wait between retries of a failed upload or deletion.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "remote.log.manager.copier.thread.pool.size",
+            I,
+            2,
+            "Segments uploaded at once by this broker.",
+            minimum=1,
+            read_only=True,
+        ),
+        ConfigDef(
+            "remote.log.reader.threads",
+            I,
+            4,
+            "Threads serving fetches from the remote tier.",
+            minimum=1,
+            read_only=True,
+        ),
+        ConfigDef(
+            "remote.fetch.chunk.bytes",
+            I,
+            4 * 1024 * 1024,
+            "Size of one ranged GET of a remote segment, and of one cached chunk.",
+            minimum=64 * 1024,
+            read_only=True,
+        ),
+        ConfigDef(
+            "remote.fetch.cache.bytes",
+            L,
+            256 * 1024 * 1024,
+            "Local disk cache of remote chunks (DATA_DIR/.remote-cache), least recently "
+            "used evicted first.",
+            minimum=0,
+            read_only=True,
+        ),
+        ConfigDef(
+            "remote.fetch.max.wait.ms",
+            I,
+            30000,
+            "Longest time a fetch waits for the remote tier before it answers "
+            "KAFKA_STORAGE_ERROR (retriable).",
+            minimum=1,
+        ),
+        *[
+            ConfigDef(
+                key,
+                ConfigType.PASSWORD if "secret" in key or "token" in key else S,
+                "",
+                "Object store setting (see tiered/README.md); empty: its default.",
+                read_only=True,
+            )
+            for key in ObjectStoreSettings.keys()  # noqa: SIM118 - a classmethod
+        ],
     ]
 }
 
@@ -654,9 +737,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ),
         ConfigDef("follower.replication.throttled.replicas", LST, [], NOT_ACTED + " yet."),
         ConfigDef("leader.replication.throttled.replicas", LST, [], NOT_ACTED + " yet."),
-        ConfigDef("remote.log.copy.disable", B, False, "Tiered storage (issue 5): not yet used."),
         ConfigDef(
-            "remote.log.delete.on.disable", B, False, "Tiered storage (issue 5): not yet used."
+            "remote.log.copy.disable",
+            B,
+            False,
+            "Stop uploading new segments (what is remote stays readable; local retention waits).",
+        ),
+        ConfigDef(
+            "remote.log.delete.on.disable", B, False, NOT_ACTED + " yet (remote data is kept)."
         ),
     ]
 }

@@ -115,6 +115,18 @@ class KafkaStorageError(BrokerError):
     code = ErrorCode.kafka_storage_error
 
 
+class OffsetMovedToTieredStorage(BrokerError):
+    """A follower fetched below the leader's local log start: that data is only in the
+    remote tier; the follower starts its log at the leader's local log start instead."""
+
+    code = ErrorCode.offset_moved_to_tiered_storage
+
+
+class RemoteStorageError(KafkaStorageError):
+    """Reading the remote tier failed (store down, timeout, corrupted object): retriable,
+    never wrong data."""
+
+
 class PolicyViolation(BrokerError):
     code = ErrorCode.policy_violation
 
@@ -272,3 +284,17 @@ def error_message_for(exc: BaseException) -> str | None:
     if isinstance(exc, BrokerError):
         return exc.message
     return f"{type(exc).__name__}: {exc}"
+
+
+def exception_for(code: ErrorCode, message: str = "") -> BrokerError:
+    """The typed error for a Kafka error code another broker answered with (the most general
+    class with that code), so callers catch the same types wherever the error arose."""
+    pending: list[type[BrokerError]] = [BrokerError]
+    while pending:
+        cls = pending.pop(0)
+        if cls.code == code and cls is not BrokerError:
+            return cls(message)
+        pending.extend(cls.__subclasses__())
+    error = BrokerError(message or code.name)
+    error.code = code
+    return error

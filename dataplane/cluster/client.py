@@ -94,7 +94,9 @@ class Channel:
                 if entry is None:
                     continue  # its caller gave up (timeout)
                 future, request = entry
-                cls = load_response_schema(request.__api_key__, request.__version__)
+                cls = getattr(request, "__response_schema__", None) or load_response_schema(
+                    request.__api_key__, request.__version__
+                )
                 offset = 4 + (1 if cls.__header_schema__.__flexible__ else 0)
                 try:
                     response, _ = entity_reader(cls)(frame, offset)

@@ -15,7 +15,11 @@ What it decides:
 - ISR changes asked for by partition leaders (AlterPartition), checked against the
   partition's leader epoch and partition epoch;
 - preferred-leader elections once the preferred replica is back in the ISR;
-- reassignments: add the target replicas, wait for them to join the ISR, drop the others.
+- reassignments: add the target replicas, wait for them to join the ISR, drop the others;
+- remote-tier metadata sent by partition leaders (a segment's copy started / finished, its
+  deletion, the log start offset), checked against the partition's leader and epoch; and
+  the deletion of a deleted topic's objects (``remote_cleanup``, a callback the broker
+  provides), retried until it succeeds, then recorded.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import contextlib
 import logging
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
+
+from tiered.remote_segment import COPY_FINISHED, COPY_STARTED, DELETE_STARTED, RemoteSegment
 
 from dataplane.cluster import records as r
 from dataplane.cluster.image import MetadataImage, PartitionState
@@ -35,6 +41,7 @@ from dataplane.errors import (
     FencedLeaderEpoch,
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
+    InvalidRequest,
     InvalidUpdateVersion,
     NoReassignmentInProgress,
     NotController,
@@ -63,6 +70,8 @@ class QuorumController:
         self._tasks: list[asyncio.Task[None]] = []
         self._last_other_leader: int | None = None
         """The last other node seen leading: an election usually means it died."""
+        self.remote_cleanup: Callable[[str, str], Awaitable[None]] | None = None
+        """Deletes every object of a deleted topic (topic id, name); set by the broker."""
 
     # ------------------------------------------------------------------ activation
 
@@ -111,6 +120,7 @@ class QuorumController:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._fence_loop()))
         self._tasks.append(loop.create_task(self._preferred_leader_loop()))
+        self._tasks.append(loop.create_task(self._remote_cleanup_loop()))
 
     def _cancel_tasks(self) -> None:
         current = asyncio.current_task()
@@ -170,11 +180,27 @@ class QuorumController:
             if known is not None and known.incarnation == incarnation and not known.fenced:
                 self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
                 return known.epoch
+            if known is not None and not known.fenced:
+                # A new incarnation: the process that held the old registration is gone (its
+                # waiting writes, its high watermark). Leadership moves at once to the rest of
+                # the ISR, as if its session had expired; the new process catches up as a
+                # follower and the preferred-leader check gives its partitions back.
+                fenced = self.fence_records(broker_id)
+                log.info(
+                    "broker %d restarted (new incarnation): fencing the old one "
+                    "(%d partition changes)",
+                    broker_id,
+                    len(fenced) - 1,
+                )
+                await self.commit(fenced)
             epoch = self.raft.node.last_index + 1
             records: list[r.Record] = [
                 r.RegisterBroker(broker_id, epoch, host, port, raft_host, raft_port, incarnation)
             ]
             records += self._elect_offline(broker_id)
+            # the session starts now: a deadline left by an earlier incarnation must not
+            # fence this one while the registration commits
+            self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
             await self.commit(records)
             self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
             log.info("registered broker %d at %s:%d (epoch %d)", broker_id, host, port, epoch)
@@ -204,13 +230,17 @@ class QuorumController:
                 deadline = self._deadlines.setdefault(broker_id, now + self._session_timeout())
                 if now >= deadline:
                     with contextlib.suppress(NotController):
-                        await self.fence(broker_id, "its session expired")
+                        await self.fence(broker_id, "its session expired", expired_only=True)
 
-    async def fence(self, broker_id: int, why: str) -> None:
+    async def fence(self, broker_id: int, why: str, *, expired_only: bool = False) -> None:
+        """Fence ``broker_id``; with ``expired_only``, only if its session is still expired
+        once the lock is held (a registration or heartbeat may have renewed it meanwhile)."""
         async with self.lock:
             await self.wait_active(5)
             info = self.image.brokers.get(broker_id)
             if info is None or info.fenced:
+                return
+            if expired_only and time.monotonic() < self._deadlines.get(broker_id, 0.0):
                 return
             records = self.fence_records(broker_id)
             log.info(
@@ -409,6 +439,96 @@ class QuorumController:
             updated = self.image.partition(topic, partition)
             assert updated is not None
             return updated
+
+    # ------------------------------------------------------------------ remote tier
+
+    async def commit_remote(
+        self, leader_id: int, topic: str, partition: int, leader_epoch: int, records: list[r.Record]
+    ) -> None:
+        """Remote-tier records from the partition's leader at ``leader_epoch``.
+
+        A leader that lost its leadership is refused (FencedLeaderEpoch), so a zombie never
+        records a copy; a copy finishes or a deletion starts only for a segment the metadata
+        knows, so each segment's states follow copy_started -> copy_finished ->
+        delete_started -> deleted (a copy that never finished may go straight to deletion).
+        """
+        async with self.lock:
+            await self.wait_active(5)
+            state = self.image.partition(topic, partition)
+            if state is None:
+                raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+            if leader_id != state.leader or leader_epoch != state.leader_epoch:
+                raise FencedLeaderEpoch(
+                    f"broker {leader_id} epoch {leader_epoch} does not lead {topic}-{partition} "
+                    f"(leader {state.leader}, epoch {state.leader_epoch})"
+                )
+            topic_id = str(self.image.topics[topic].topic_id)
+            remote = self.image.remote_log(topic, partition)
+            known = {} if remote is None else dict(remote.segments)
+            for rec in records:
+                self._check_remote(rec, topic_id, partition, known)
+            await self.commit(records)
+
+    @staticmethod
+    def _check_remote(
+        rec: r.Record, topic_id: str, partition: int, known: dict[str, RemoteSegment]
+    ) -> None:
+        if isinstance(rec, r.RemoteSegment):
+            segment = RemoteSegment.from_dict(rec.segment)
+            if (segment.topic_id, segment.partition) != (topic_id, partition):
+                raise InvalidRequest("a remote segment record names another partition")
+            before = known.get(segment.segment_id)
+            allowed = {
+                COPY_STARTED: (None,),
+                COPY_FINISHED: (COPY_STARTED,),
+                DELETE_STARTED: (COPY_STARTED, COPY_FINISHED, DELETE_STARTED),
+            }.get(segment.state, ())
+            if (None if before is None else before.state) not in allowed:
+                raise InvalidRequest(
+                    f"remote segment {segment.segment_id}: {segment.state} after "
+                    f"{None if before is None else before.state}"
+                )
+            known[segment.segment_id] = segment
+        elif isinstance(rec, r.RemoteSegmentDeleted):
+            if (rec.topic_id, rec.partition) != (topic_id, partition):
+                raise InvalidRequest("a remote segment record names another partition")
+            before = known.pop(rec.segment_id, None)
+            if before is not None and before.state != DELETE_STARTED:
+                raise InvalidRequest(
+                    f"remote segment {rec.segment_id}: deleted before its deletion started"
+                )
+        elif isinstance(rec, r.RemoteLogStart):
+            if (rec.topic_id, rec.partition) != (topic_id, partition):
+                raise InvalidRequest("a remote log start record names another partition")
+        else:
+            raise InvalidRequest(f"{type(rec).__name__} is not a remote-tier record")
+
+    async def _remote_cleanup_loop(self) -> None:
+        """Delete the objects of deleted topics, then record it; retried with backoff while
+        the object store fails (the pending list is in the image: a new controller goes on)."""
+        backoff = 1.0
+        while True:
+            await asyncio.sleep(backoff)
+            cleanup = self.remote_cleanup
+            pending = dict(self.image.remote_cleanup)
+            if cleanup is None or not pending:
+                continue
+            try:
+                for topic_id, name in pending.items():
+                    await cleanup(topic_id, name)
+                    async with self.lock:
+                        await self.commit([r.RemoteTopicDeleted(topic_id)])
+                    log.info("deleted the remote objects of topic %s (%s)", name, topic_id)
+                backoff = 1.0
+            except NotController:
+                return
+            except Exception as exc:  # the object store: retried
+                backoff = min(backoff * 2, 30.0)
+                log.warning(
+                    "deleting remote objects of deleted topics failed: %s; retrying in %.0f s",
+                    exc,
+                    backoff,
+                )
 
     def _complete_reassignment(self, state: PartitionState, isr: Sequence[int]) -> r.Partition:
         replicas = [b for b in state.replicas if b not in state.removing]

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from tiered.remote_segment import COPY_FINISHED, RemoteSegment
+
 from dataplane.cluster import records as r
 from dataplane.config import TOPIC_CONFIGS, parse_overrides
 from dataplane.errors import (
@@ -68,7 +70,38 @@ class Delta:
     partitions: set[TopicPartition] = field(default_factory=set)
     brokers: set[int] = field(default_factory=set)
     topic_configs: set[str] = field(default_factory=set)
+    remote: set[TopicPartition] = field(default_factory=set)
+    """Partitions whose remote-tier metadata changed."""
     broker_configs: bool = False
+
+
+@dataclass(slots=True)
+class RemoteLog:
+    """What the remote tier holds of one partition: segments by id (copies started and
+    finished, deletions started) and the log start offset (-1 until retention or
+    DeleteRecords set one)."""
+
+    segments: dict[str, RemoteSegment] = field(default_factory=dict)
+    log_start_offset: int = -1
+
+    def finished(self) -> list[RemoteSegment]:
+        """Readable segments, by base offset."""
+        done = [s for s in self.segments.values() if s.state == COPY_FINISHED]
+        return sorted(done, key=lambda s: s.base_offset)
+
+    def end_offset(self) -> int:
+        """One past the last offset held remotely (0 when nothing is)."""
+        return max((s.end_offset + 1 for s in self.finished()), default=0)
+
+    def start_offset(self) -> int:
+        """The first readable offset of the remote tier (-1 when it holds nothing)."""
+        finished = self.finished()
+        if not finished:
+            return -1
+        return max(finished[0].base_offset, self.log_start_offset)
+
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self.finished())
 
 
 Listener = Callable[[Delta], None]
@@ -86,6 +119,10 @@ class MetadataImage:
         self.broker_configs: dict[str, dict[str, str]] = {}
         """Dynamic broker configs by scope: "" the cluster default, "N" broker N."""
         self.next_producer_id = 1000
+        self.remote: dict[TopicPartition, RemoteLog] = {}
+        """The remote tier of each partition that has one."""
+        self.remote_cleanup: dict[str, str] = {}
+        """Deleted topics whose objects are still to delete: topic id -> name."""
         self.listeners: list[Listener] = []
 
     # ------------------------------------------------------------------ reads
@@ -171,8 +208,13 @@ class MetadataImage:
             gone = self.topics_by_id.pop(uuid.UUID(rec.topic_id), None)
             if gone is not None:
                 del self.topics[gone.name]
+                tiered = gone.configs.get("remote.storage.enable", "").lower() == "true"
                 for p in range(gone.partitions):
                     self.partitions.pop((gone.name, p), None)
+                    if self.remote.pop((gone.name, p), None) is not None:
+                        tiered = True
+                if tiered:
+                    self.remote_cleanup[rec.topic_id] = gone.name
                 delta.removed.append(gone)
         elif isinstance(rec, r.TopicConfig):
             topic = self.topics.get(rec.name)
@@ -187,6 +229,32 @@ class MetadataImage:
             delta.broker_configs = True
         elif isinstance(rec, r.ProducerIds):
             self.next_producer_id = max(self.next_producer_id, rec.next_id)
+        elif isinstance(rec, r.RemoteSegment):
+            segment = RemoteSegment.from_dict(rec.segment)
+            key = self._remote_key(segment.topic_id, segment.partition)
+            if key is not None:
+                self.remote.setdefault(key, RemoteLog()).segments[segment.segment_id] = segment
+                delta.remote.add(key)
+        elif isinstance(rec, r.RemoteSegmentDeleted):
+            key = self._remote_key(rec.topic_id, rec.partition)
+            if key is not None and key in self.remote:
+                self.remote[key].segments.pop(rec.segment_id, None)
+                delta.remote.add(key)
+        elif isinstance(rec, r.RemoteLogStart):
+            key = self._remote_key(rec.topic_id, rec.partition)
+            if key is not None:
+                remote = self.remote.setdefault(key, RemoteLog())
+                remote.log_start_offset = max(remote.log_start_offset, rec.offset)
+                delta.remote.add(key)
+        elif isinstance(rec, r.RemoteTopicDeleted):
+            self.remote_cleanup.pop(rec.topic_id, None)
+
+    def _remote_key(self, topic_id: str, partition: int) -> TopicPartition | None:
+        info = self.topics_by_id.get(uuid.UUID(topic_id))
+        return None if info is None else (info.name, partition)
+
+    def remote_log(self, topic: str, partition: int) -> RemoteLog | None:
+        return self.remote.get((topic, partition))
 
     def _apply_partition(self, rec: r.Partition, delta: Delta) -> None:
         info = self.topics_by_id.get(uuid.UUID(rec.topic_id))
@@ -279,6 +347,16 @@ class MetadataImage:
             ],
             "broker_configs": self.broker_configs,
             "next_producer_id": self.next_producer_id,
+            "remote": [
+                {
+                    "topic_id": str(self.topics[topic].topic_id),
+                    "partition": partition,
+                    "log_start_offset": remote.log_start_offset,
+                    "segments": [seg.to_dict() for seg in remote.segments.values()],
+                }
+                for (topic, partition), remote in self.remote.items()
+            ],
+            "remote_cleanup": self.remote_cleanup,
         }
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
@@ -295,5 +373,16 @@ class MetadataImage:
             self._apply_partition(r.Partition(**p), delta)
         self.broker_configs = {k: dict(v) for k, v in doc["broker_configs"].items()}
         self.next_producer_id = int(doc["next_producer_id"])
+        self.remote = {}
+        for item in doc.get("remote", []):
+            key = self._remote_key(item["topic_id"], int(item["partition"]))
+            if key is None:
+                continue
+            segments = [RemoteSegment.from_dict(d) for d in item["segments"]]
+            self.remote[key] = RemoteLog(
+                {seg.segment_id: seg for seg in segments}, int(item["log_start_offset"])
+            )
+            delta.remote.add(key)
+        self.remote_cleanup = dict(doc.get("remote_cleanup", {}))
         self.applied_index = int(doc["applied_index"])
         self._notify(delta)

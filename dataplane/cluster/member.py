@@ -29,10 +29,18 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i16, i32, i64, u16
 
+from dataplane.cluster import records as r
 from dataplane.cluster.client import Channels
 from dataplane.cluster.controller import QuorumController
 from dataplane.cluster.image import MetadataImage, PartitionState
-from dataplane.errors import BrokerError, InvalidConfig, NotController, StaleBrokerEpoch
+from dataplane.errors import (
+    BrokerError,
+    InvalidConfig,
+    NotController,
+    StaleBrokerEpoch,
+    exception_for,
+)
+from dataplane.protocol.internal import RemoteLogMetadataRequest
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig
@@ -257,6 +265,36 @@ class ClusterMember:
             if time.monotonic() >= deadline:
                 return response
             await asyncio.sleep(0.05 if attempt < 10 else 0.2)
+
+    # ------------------------------------------------------------------ remote tier
+
+    async def commit_remote(self, state: PartitionState, records: list[r.Record]) -> None:
+        """Have the controller commit remote-tier records for a partition this broker leads
+        (at ``state.leader_epoch``); returns once they are in the metadata log. Raises the
+        controller's refusal (FencedLeaderEpoch when leadership moved) or NotController."""
+        local = self.local_controller()
+        if local is not None:
+            await local.commit_remote(
+                self.node_id, state.topic, state.partition, state.leader_epoch, records
+            )
+            return
+        try:
+            response = await self.send_to_controller(
+                RemoteLogMetadataRequest(
+                    broker_id=i32(self.node_id),
+                    broker_epoch=i64(self.epoch),
+                    topic=state.topic,
+                    partition=i32(state.partition),
+                    leader_epoch=i32(state.leader_epoch),
+                    records=r.encode(records),
+                ),
+                timeout=10,
+            )
+        except ControllerIsLocal:
+            await self.commit_remote(state, records)
+            return
+        if response.error_code != ErrorCode.none:
+            raise exception_for(response.error_code, response.error_message or "")
 
     # ------------------------------------------------------------------ registration
 

@@ -95,6 +95,39 @@ class ProducerIds:
     next_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteSegment:
+    """A segment's state in the remote tier: ``tiered.RemoteSegment.to_dict()``, whose
+    ``state`` says its copy started, finished, or its deletion started."""
+
+    segment: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegmentDeleted:
+    """The segment's objects are deleted: it leaves the remote metadata."""
+
+    topic_id: str
+    partition: int
+    segment_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogStart:
+    """The log start offset of a partition with a remote tier (retention, DeleteRecords)."""
+
+    topic_id: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTopicDeleted:
+    """Every object of a deleted topic is gone from the object store."""
+
+    topic_id: str
+
+
 Record = (
     RegisterBroker
     | FenceBroker
@@ -105,6 +138,10 @@ Record = (
     | TopicConfig
     | BrokerConfig
     | ProducerIds
+    | RemoteSegment
+    | RemoteSegmentDeleted
+    | RemoteLogStart
+    | RemoteTopicDeleted
 )
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
@@ -118,6 +155,10 @@ _TYPES: dict[str, type[Any]] = {
         TopicConfig,
         BrokerConfig,
         ProducerIds,
+        RemoteSegment,
+        RemoteSegmentDeleted,
+        RemoteLogStart,
+        RemoteTopicDeleted,
     )
 }
 

@@ -48,6 +48,8 @@ MODULES = (
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "unregister_broker",
+    "remote_log_metadata",
+    "describe_remote_log",
 )
 
 HANDLERS: dict[int, Handler] = {}

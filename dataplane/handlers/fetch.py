@@ -8,6 +8,12 @@ than ``min_bytes`` are ready it waits, up to ``max_wait``, for an append to any 
 partition and reads again. It runs as its own task, so a waiting fetch never holds back
 other requests on the connection. Fetch sessions (KIP-227) are not kept: the answer's
 session id is 0, which tells clients to send full fetch requests.
+
+With a remote tier, a consumer's fetch below the local log start is read from the object
+store (``RemoteLogManager.read``, off the event loop, bounded by remote.fetch.max.wait.ms;
+a failure answers KAFKA_STORAGE_ERROR, which clients retry). A follower's fetch there gets
+OFFSET_MOVED_TO_TIERED_STORAGE: it starts its log at the leader's local log start, which
+the answer's log_start_offset carries for followers.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from dataplane.log.partition_log import PartitionLog
 
 API_KEY = 1
 ZERO = datetime.timedelta(0)
+REMOTE = b"<remote>"
+"""Placeholder result of a partition to read from the remote tier."""
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -45,6 +53,8 @@ class _Wanted:
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = _resolve(ctx, request)
     results, total = _read_all(wanted, request.max_bytes)
+    if any(data is REMOTE for _, data in results):
+        return _read_remote(ctx, request, wanted, results, total)
     wait_ms = request.max_wait.total_seconds() * 1000
     if (
         total >= request.min_bytes
@@ -75,6 +85,32 @@ async def _long_poll(
         )
         for future in not_done:
             future.cancel()
+
+
+async def _read_remote(
+    ctx: RequestContext,
+    request: Any,
+    wanted: list[_Wanted],
+    results: list[tuple[ErrorCode, bytes | memoryview]],
+    total: int,
+) -> Any:
+    remote = ctx.broker.remote
+    out = list(results)
+    budget = max(request.max_bytes - total, 1)
+    for i, (w, (_, data)) in enumerate(zip(wanted, results, strict=True)):
+        if data is not REMOTE:
+            continue
+        if remote is None or w.plog is None:
+            out[i] = (ErrorCode.offset_out_of_range, b"")
+            continue
+        try:
+            got = await remote.read(w.plog, w.offset, max(min(w.max_bytes, budget), 1))
+        except BrokerError as exc:
+            out[i] = (error_code_for(exc), b"")
+            continue
+        budget = max(budget - len(got), 0)
+        out[i] = (ErrorCode.none, got)
+    return _response(ctx, request, wanted, out)
 
 
 def _replica_id(request: Any) -> int:
@@ -141,8 +177,14 @@ def _read_all(
         if budget <= 0 and total > 0:
             results.append((ErrorCode.none, b""))
             continue
+        plog = w.plog
+        if w.offset < plog.log_start_offset and plog.tiered and w.offset >= plog.first_offset:
+            if w.replica:
+                results.append((ErrorCode.offset_moved_to_tiered_storage, b""))
+            else:
+                results.append((ErrorCode.none, REMOTE))
+            continue
         try:
-            plog = w.plog
             upper = plog.log_end_offset if w.replica else plog.high_watermark
             if w.offset > upper and not w.replica and w.offset <= plog.log_end_offset:
                 data: bytes | memoryview = b""  # beyond the high watermark: nothing yet
@@ -166,7 +208,9 @@ def _response(
     for w, (code, data) in zip(wanted, results, strict=True):
         plog = w.plog
         hw = plog.high_watermark if plog is not None else -1
-        start = plog.log_start_offset if plog is not None else -1
+        start = -1
+        if plog is not None:
+            start = plog.log_start_offset if w.replica else plog.first_offset
         part = ctx.make(
             "PartitionData",
             partition_index=w.partition,

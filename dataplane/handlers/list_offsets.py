@@ -19,6 +19,37 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    remote = ctx.broker.remote
+    if remote is not None and any(p.timestamp >= 0 for t in request.topics for p in t.partitions):
+        return _with_remote(ctx, request)
+    return _answer(ctx, request, {})
+
+
+async def _with_remote(ctx: RequestContext, request: Any) -> Any:
+    """Timestamp lookups that may land in the remote tier are looked up there first."""
+    remote = ctx.broker.remote
+    assert remote is not None
+    found: dict[tuple[str, int], tuple[int, int] | BrokerError] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            if p.timestamp < 0:
+                continue
+            try:
+                part = ctx.broker.replicas.leader(
+                    topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1)
+                )
+                if part.plog.tiered:
+                    hit = await remote.offset_for_timestamp(part.plog, p.timestamp)
+                    if hit is not None:
+                        found[(topic.name, p.partition_index)] = hit
+            except BrokerError as exc:
+                found[(topic.name, p.partition_index)] = exc
+    return _answer(ctx, request, found)
+
+
+def _answer(
+    ctx: RequestContext, request: Any, found: dict[tuple[str, int], tuple[int, int] | BrokerError]
+) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
@@ -28,7 +59,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1)
                 )
                 plog = part.plog
-                offset, timestamp = _lookup(plog, p.timestamp)
+                hit = found.get((topic.name, p.partition_index))
+                if isinstance(hit, BrokerError):
+                    raise hit
+                offset, timestamp = hit if hit is not None else _lookup(plog, p.timestamp)
                 partitions.append(
                     ctx.make(
                         "ListOffsetsPartitionResponse",
@@ -58,7 +92,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
     if timestamp == LATEST:
         return plog.high_watermark, -1
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp == EARLIEST:
+        return plog.first_offset, -1
+    if timestamp == EARLIEST_LOCAL:
         return plog.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp_offset()

@@ -18,13 +18,13 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dataplane.config import TOPIC_CONFIGS, BrokerConfig
 from dataplane.errors import UnknownTopicOrPartition
-from dataplane.log.partition_log import PartitionLog
+from dataplane.log.partition_log import PartitionLog, RemoteTier
 from dataplane.metadata import TopicInfo
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ class LogManager:
         self._flush_task: asyncio.Task[None] | None = None
         self._dirty: set[PartitionLog] = set()
         self._config_cache: dict[str, tuple[TopicInfo | None, dict[str, Any]]] = {}
+        self.tier_factory: Callable[[str, int], RemoteTier] | None = None
+        """Makes each partition's remote tier, when the broker has tiered storage."""
 
     # ------------------------------------------------------------------ configs
 
@@ -98,7 +100,7 @@ class LogManager:
         def view(key: str, _topic: str = topic) -> Any:
             return self.topic_config(_topic, key)
 
-        return PartitionLog(
+        plog = PartitionLog(
             directory,
             topic,
             partition,
@@ -106,6 +108,9 @@ class LogManager:
             max_producer_entries=int(self.config["max.producer.state.entries"]),
             settings=lambda: self._configs_of(topic),
         )
+        if self.tier_factory is not None:
+            plog.remote_tier = self.tier_factory(topic, partition)
+        return plog
 
     def get(self, topic: str, partition: int) -> PartitionLog:
         try:

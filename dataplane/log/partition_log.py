@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import crc32c
 
@@ -105,6 +105,16 @@ class AppendResult:
 ConfigView = Callable[[str], Any]
 
 
+class RemoteTier(Protocol):
+    """What the log needs to know of its remote tier (from the metadata image)."""
+
+    def end_offset(self) -> int:
+        """One past the last offset uploaded (0 when nothing is)."""
+
+    def start_offset(self) -> int:
+        """The first offset readable from the remote tier, -1 when it holds nothing."""
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -141,6 +151,9 @@ class PartitionLog:
         self.dirty = False
         """True when bytes were written since the last fsync."""
         self.closed = False
+        self.remote_tier: RemoteTier | None = None
+        """The partition's remote tier (set when the broker has tiered storage); it acts
+        only while the topic has ``remote.storage.enable``."""
         self._closing: list[Segment] = []
         """Rolled segments whose seal (fsync + index) has not finished."""
         self._seals: set[asyncio.Future[None]] = set()
@@ -923,20 +936,54 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ deletion
 
+    @property
+    def tiered(self) -> bool:
+        return self.remote_tier is not None and bool(self.config("remote.storage.enable"))
+
+    @property
+    def first_offset(self) -> int:
+        """The log start offset clients see: the remote tier's start when it holds the
+        oldest data, else the local log start (``log_start_offset``, the hot tier's)."""
+        tier = self.remote_tier
+        if tier is None or not self.tiered:
+            return self.log_start_offset
+        remote = tier.start_offset()
+        return self.log_start_offset if remote < 0 else min(remote, self.log_start_offset)
+
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete segments by retention.ms / retention.bytes (``delete`` policy) and those
-        wholly below the log start offset; returns how many went."""
+        wholly below the log start offset; returns how many went.
+
+        With a remote tier the local limits are local.retention.ms / .bytes (-2: the same
+        as retention.*), and only segments wholly uploaded may go: while the object store
+        is down, local data stays (the remote manager expires remote data by retention.*).
+        """
         if self.closed:
             return 0
         now = int(time.time() * 1000) if now_ms is None else now_ms
         deleted = 0
         if "delete" in self.config("cleanup.policy"):
             retention_ms = int(self.config("retention.ms"))
-            if retention_ms >= 0:
-                deleted += self._delete_prefix(retention.by_time(now, retention_ms))
             retention_bytes = int(self.config("retention.bytes"))
+            uploaded: Callable[[Segment], bool] = _always
+            if self.tiered:
+                assert self.remote_tier is not None
+                local_ms = int(self.config("local.retention.ms"))
+                local_bytes = int(self.config("local.retention.bytes"))
+                retention_ms = retention_ms if local_ms == -2 else local_ms
+                retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
+                remote_end = self.remote_tier.end_offset()
+                active = self.active
+
+                def uploaded(segment: Segment) -> bool:
+                    return segment is not active and segment.next_offset <= remote_end
+
+            if retention_ms >= 0:
+                expired = retention.by_time(now, retention_ms)
+                deleted += self._delete_prefix(lambda s: uploaded(s) and expired(s))
             if retention_bytes >= 0:
-                deleted += self._delete_prefix(retention.by_size(self.size_bytes, retention_bytes))
+                over = retention.by_size(self.size_bytes, retention_bytes)
+                deleted += self._delete_prefix(lambda s: uploaded(s) and over(s))
         return deleted + self.delete_segments_below_start()
 
     def _delete_prefix(self, predicate: Callable[[Segment], bool]) -> int:
@@ -1174,6 +1221,10 @@ def _replica_batches(view: memoryview, log_end_offset: int) -> list[BatchHeader]
         expected = header.next_offset
         position += header.size
     return headers
+
+
+def _always(_segment: Segment) -> bool:
+    return True
 
 
 def _read_int(path: Path, default: int) -> int:

@@ -49,6 +49,7 @@ import time
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
@@ -123,6 +124,61 @@ def _from_disk(typecode: str, raw: bytes) -> array[int]:
     if not _BIG_ENDIAN:
         values.byteswap()
     return values
+
+
+@dataclass(frozen=True, slots=True)
+class IndexView:
+    """A parsed index file (see the module docstring)."""
+
+    base_offset: int
+    next_offset: int
+    log_size: int
+    max_timestamp: int
+    max_timestamp_offset: int
+    first_batch_timestamp: int
+    relative_offsets: array[int]
+    positions: array[int]
+    timestamps_before: array[int]
+
+    def position_for(self, offset: int) -> int:
+        """Byte position of the last indexed batch at or before ``offset``."""
+        i = bisect.bisect_right(self.relative_offsets, offset - self.base_offset) - 1
+        return self.positions[i] if i >= 0 else 0
+
+    def position_for_timestamp(self, timestamp: int) -> int:
+        """Byte position of an indexed batch at or before the first batch holding a
+        timestamp >= ``timestamp``."""
+        i = bisect.bisect_left(self.timestamps_before, timestamp) - 1
+        return self.positions[i] if i >= 0 else 0
+
+
+def parse_index(raw: bytes) -> IndexView | None:
+    """The index in ``raw`` (an index file, or an index object of the remote tier), or None
+    when it is damaged: wrong CRC, magic, version or lengths."""
+    if len(raw) < _INDEX_HEAD.size + _CRC.size:
+        return None
+    (crc,) = _CRC.unpack_from(raw, len(raw) - _CRC.size)
+    if crc32c.crc32c(memoryview(raw)[: -_CRC.size]) != crc:
+        return None
+    (magic, version, _, base, next_offset, size, max_ts, max_ts_offset, first_ts, count) = (
+        _INDEX_HEAD.unpack_from(raw, 0)
+    )
+    entries_end = _INDEX_HEAD.size + count * 16
+    if (
+        magic != INDEX_MAGIC
+        or version != INDEX_VERSION
+        or next_offset < base
+        or entries_end + _CRC.size != len(raw)
+        or (size > 0) != (count > 0)
+    ):
+        return None
+    a = _INDEX_HEAD.size
+    rel = _from_disk("I", raw[a : a + count * 4])
+    pos = _from_disk("I", raw[a + count * 4 : a + count * 8])
+    tsb = _from_disk("q", raw[a + count * 8 : entries_end])
+    if count and (pos[0] != 0 or pos[-1] >= size or rel[-1] > next_offset - base):
+        return None
+    return IndexView(base, next_offset, size, max_ts, max_ts_offset, first_ts, rel, pos, tsb)
 
 
 class Segment:
@@ -433,42 +489,20 @@ class Segment:
             raw = self.index_path.read_bytes()
         except OSError:
             return False
-        if len(raw) < _INDEX_HEAD.size + _CRC.size:
+        index = parse_index(raw)
+        if index is None:
+            log.warning("%s: unreadable or bad CRC, rebuilding", self.index_path)
             return False
-        (crc,) = _CRC.unpack_from(raw, len(raw) - _CRC.size)
-        if crc32c.crc32c(memoryview(raw)[: -_CRC.size]) != crc:
-            log.warning("%s: bad CRC, rebuilding", self.index_path)
-            return False
-        (
-            magic,
-            version,
-            _,
-            base,
-            next_offset,
-            size,
-            max_ts,
-            max_ts_offset,
-            first_ts,
-            count,
-        ) = _INDEX_HEAD.unpack_from(raw, 0)
-        entries_end = _INDEX_HEAD.size + count * 16
-        if (
-            magic != INDEX_MAGIC
-            or version != INDEX_VERSION
-            or base != self.base_offset
-            or size != self.size
-            or next_offset < base
-            or entries_end + _CRC.size != len(raw)
-            or (size > 0) != (count > 0)
-        ):
+        if index.base_offset != self.base_offset or index.log_size != self.size:
             log.info("%s does not match %s, rebuilding", self.index_path.name, self.path.name)
             return False
-        a = _INDEX_HEAD.size
-        rel = _from_disk("I", raw[a : a + count * 4])
-        pos = _from_disk("I", raw[a + count * 4 : a + count * 8])
-        tsb = _from_disk("q", raw[a + count * 8 : entries_end])
-        if count and (pos[0] != 0 or pos[-1] >= size or rel[-1] > next_offset - base):
-            return False
+        rel, pos, tsb = index.relative_offsets, index.positions, index.timestamps_before
+        next_offset = index.next_offset
+        max_ts, max_ts_offset, first_ts = (
+            index.max_timestamp,
+            index.max_timestamp_offset,
+            index.first_batch_timestamp,
+        )
         self._rel, self._pos, self._tsb = rel, pos, tsb
         self._bytes_since_entry = 0
         self.next_offset = next_offset

@@ -30,6 +30,8 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from dataplane.protocol import internal
+
 FRAME_PREFIX = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")
 CORRELATION = struct.Struct(">i")
@@ -71,6 +73,10 @@ def peek_header(frame: bytes | bytearray | memoryview) -> RequestFrameHeader:
 
 
 def kio_versions(api_key: int) -> tuple[int, int] | None:
+    """The versions of ``api_key`` there are schemas for: kio's, or Sluice's own APIs'."""
+    own = internal.versions(api_key)
+    if own is not None:
+        return own
     name = api_key_map.get(api_key)
     if name is None:
         return None
@@ -80,7 +86,8 @@ def kio_versions(api_key: int) -> tuple[int, int] | None:
 
 @cache
 def _request_codec(api_key: int, api_version: int) -> tuple[Any, Any, type]:
-    request_type = load_request_schema(api_key, api_version)
+    own = internal.schemas(api_key, api_version)
+    request_type: Any = own[0] if own is not None else load_request_schema(api_key, api_version)
     header_reader = entity_reader(request_type.__header_schema__)
     body_reader = entity_reader(request_type)
     return header_reader, body_reader, request_type
@@ -102,7 +109,8 @@ def decode_request(
 
 @cache
 def response_type(api_key: int, api_version: int) -> type:
-    return load_response_schema(api_key, api_version)
+    own = internal.schemas(api_key, api_version)
+    return own[1] if own is not None else load_response_schema(api_key, api_version)
 
 
 @cache

@@ -1,0 +1,48 @@
+"""RemoteLogMetadata (32000, Sluice's own): a partition leader asks the controller to commit
+remote-tier records (see ``dataplane.protocol.internal``). Only the active controller
+answers; it refuses a sender that does not lead the partition at the epoch it names."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32Timedelta
+
+from dataplane.cluster import records as r
+from dataplane.errors import BrokerError, CorruptRecord, error_code_for, error_message_for
+from dataplane.handlers.context import RequestContext
+from dataplane.protocol.internal import REMOTE_LOG_METADATA_KEY, RemoteLogMetadataResponse
+
+API_KEY = REMOTE_LOG_METADATA_KEY
+INTERNAL = True
+ZERO = i32Timedelta.parse(datetime.timedelta(0))
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return _commit(ctx, request)
+
+
+async def _commit(ctx: RequestContext, request: Any) -> Any:
+    controller = ctx.broker.cluster.local_controller()
+    if controller is None:
+        return _answer(ErrorCode.not_controller, None)
+    try:
+        records = r.decode(request.records)
+        await controller.commit_remote(
+            int(request.broker_id),
+            str(request.topic),
+            int(request.partition),
+            int(request.leader_epoch),
+            records,
+        )
+    except CorruptRecord as exc:
+        return _answer(ErrorCode.invalid_request, str(exc))
+    except BrokerError as exc:
+        return _answer(error_code_for(exc), error_message_for(exc))
+    return _answer(ErrorCode.none, None)
+
+
+def _answer(code: ErrorCode, message: str | None) -> RemoteLogMetadataResponse:
+    return RemoteLogMetadataResponse(throttle_time=ZERO, error_code=code, error_message=message)

@@ -1,0 +1,73 @@
+"""APIs that Sluice serves beyond Apache Kafka's, under keys far above Kafka's (< 100):
+
+- 32000 RemoteLogMetadata (broker -> controller, internal): a partition leader asks the
+  controller to commit remote-tier metadata records (a segment's copy started / finished,
+  its deletion, the log start offset) into the metadata log;
+- 32001 DescribeRemoteLog (``tiered.remote_log_api``): what the remote tier holds.
+
+Neither is announced in ApiVersions. Their schemas follow kio's conventions and name their
+response class in ``__response_schema__``; the codec and the clients look them up here
+before asking kio.
+"""
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+
+from tiered.remote_log_api import (
+    DESCRIBE_REMOTE_LOG_KEY,
+    DescribeRemoteLogRequest,
+    DescribeRemoteLogResponse,
+)
+
+REMOTE_LOG_METADATA_KEY = 32000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteLogMetadataResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(REMOTE_LOG_METADATA_KEY)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteLogMetadataRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(REMOTE_LOG_METADATA_KEY)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    __response_schema__: ClassVar[type] = RemoteLogMetadataResponse
+    broker_id: i32 = field(metadata={"kafka_type": "int32"})
+    broker_epoch: i64 = field(metadata={"kafka_type": "int64"})
+    topic: str = field(metadata={"kafka_type": "string"})
+    partition: i32 = field(metadata={"kafka_type": "int32"})
+    leader_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    """The leader epoch the sender leads at: the controller refuses a stale leader."""
+    records: bytes = field(metadata={"kafka_type": "bytes"})
+    """Metadata records, JSON (``dataplane.cluster.records.encode``)."""
+
+
+SCHEMAS: dict[int, dict[int, tuple[type, type]]] = {
+    REMOTE_LOG_METADATA_KEY: {0: (RemoteLogMetadataRequest, RemoteLogMetadataResponse)},
+    DESCRIBE_REMOTE_LOG_KEY: {0: (DescribeRemoteLogRequest, DescribeRemoteLogResponse)},
+}
+
+
+def versions(api_key: int) -> tuple[int, int] | None:
+    known = SCHEMAS.get(api_key)
+    return None if known is None else (min(known), max(known))
+
+
+def schemas(api_key: int, api_version: int) -> tuple[type, type] | None:
+    return SCHEMAS.get(api_key, {}).get(api_version)

@@ -1,0 +1,446 @@
+"""The remote log manager: offloads closed segments of the partitions this broker leads,
+expires remote data, and serves reads below the local log start.
+
+Every ``remote.log.manager.task.interval.ms``, for each partition this broker leads whose
+topic has ``remote.storage.enable``:
+
+1. leftovers: segments whose copy started but is not running here (an upload that failed,
+   or one a previous leader began) and deletions that did not finish are deleted from the
+   object store and from the metadata (delete_started, objects deleted, then deleted);
+2. remote retention: finished segments that are wholly expired (``retention.ms``), over
+   ``retention.bytes`` (local and remote together), or below the log start offset that
+   DeleteRecords set, go the same way; the new log start is recorded first;
+3. copy: the oldest closed segment holding offsets not yet remote, and wholly below the
+   high watermark, is uploaded: copy_started is committed to the metadata log, the .log,
+   its index, its leader epochs and the producer snapshot at its end are put, and
+   copy_finished is committed. Only then may local retention delete the local copy.
+
+Every metadata change goes through the controller, which refuses a broker that no longer
+leads the partition at the epoch it names: a deposed leader cannot record anything, and
+the new leader cleans up what it left. A failing object store only delays (per-partition
+exponential backoff from ``remote.log.manager.task.retry.backoff.ms`` up to
+``…backoff.max.ms``); produce is not affected and local retention waits for the uploads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dataplane.cluster import records as r
+from dataplane.errors import (
+    BrokerError,
+    FencedLeaderEpoch,
+    NotController,
+    OffsetOutOfRange,
+    RemoteStorageError,
+)
+from dataplane.log.segment import segment_name
+from dataplane.protocol.record_batch import decode_records
+from dataplane.remote.reader import RemoteReader
+from dataplane.remote.tier import PartitionTier
+from tiered.chunk_cache import ChunkCache
+from tiered.config import ObjectStoreSettings
+from tiered.errors import ObjectStoreError
+from tiered.layout import segment_keys, topic_prefix
+from tiered.object_store import S3ObjectStore
+from tiered.remote_segment import (
+    COPY_FINISHED,
+    COPY_STARTED,
+    DELETE_STARTED,
+    RemoteSegment,
+)
+from tiered.segment_upload import SegmentFiles, delete_prefix, delete_segment, upload_segment
+
+if TYPE_CHECKING:
+    from dataplane.broker import Broker
+    from dataplane.cluster.image import RemoteLog
+    from dataplane.log.partition_log import PartitionLog
+    from dataplane.log.segment import Segment
+    from dataplane.replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+CACHE_DIR = ".remote-cache"
+SNAPSHOT_SUFFIX = ".snapshot"
+
+
+@dataclass(slots=True)
+class _Backoff:
+    failures: int = 0
+    next_attempt: float = 0.0
+
+
+class RemoteLogManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        keys = ObjectStoreSettings.keys()
+        raw = {k: str(config[k]) for k in keys if str(config[k]) != ""}
+        self.settings = ObjectStoreSettings.from_properties(raw)
+        self.store = S3ObjectStore(self.settings)
+        self.cluster_id = broker.metadata.cluster_id
+        self.cache = ChunkCache(
+            Path(config.data_dir) / CACHE_DIR,
+            int(config["remote.fetch.cache.bytes"]),
+            int(config["remote.fetch.chunk.bytes"]),
+        )
+        self.reader = RemoteReader(self.store, self.cache, self.cluster_id)
+        self.copiers = ThreadPoolExecutor(
+            int(config["remote.log.manager.copier.thread.pool.size"]), "remote-copy"
+        )
+        self.readers = ThreadPoolExecutor(int(config["remote.log.reader.threads"]), "remote-read")
+        self._backoff: dict[tuple[str, int], _Backoff] = {}
+        self._copying: set[str] = set()
+        """Segment ids whose upload runs on this broker now."""
+        self._task: asyncio.Task[None] | None = None
+        self._bucket_ready = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def tier_for(self, topic: str, partition: int) -> PartitionTier:
+        return PartitionTier(self.broker.metadata, topic, partition)
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.copiers.shutdown(wait=False, cancel_futures=True)
+        self.readers.shutdown(wait=False, cancel_futures=True)
+
+    async def _run(self) -> None:
+        interval = int(self.broker.config["remote.log.manager.task.interval.ms"]) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            controller = self.broker.cluster.controller
+            if controller is not None and controller.remote_cleanup is None:
+                controller.remote_cleanup = self.delete_topic_objects
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("remote log manager pass failed")
+
+    async def run_once(self) -> None:
+        """One pass over the partitions this broker leads."""
+        if not self._bucket_ready:
+            try:
+                await self._in(self.copiers, self.store.ensure_bucket)
+                self._bucket_ready = True
+            except ObjectStoreError as exc:
+                log.warning("object store not ready (%s); retrying", exc)
+                return
+        for part in list(self.broker.replicas.partitions.values()):
+            if not part.is_leader or part.state is None or not part.plog.tiered:
+                continue
+            key = (part.topic, part.index)
+            backoff = self._backoff.get(key)
+            if backoff is not None and time.monotonic() < backoff.next_attempt:
+                continue
+            try:
+                await self._maintain(part)
+                self._backoff.pop(key, None)
+            except (FencedLeaderEpoch, NotController) as exc:
+                log.info("%s: remote tier work stopped: %s", part.plog.name, exc)
+            except (ObjectStoreError, RemoteStorageError, BrokerError, OSError) as exc:
+                self._fail(key, part.plog.name, exc)
+
+    def _fail(self, key: tuple[str, int], name: str, exc: Exception) -> None:
+        config = self.broker.config
+        first = int(config["remote.log.manager.task.retry.backoff.ms"]) / 1000
+        most = int(config["remote.log.manager.task.retry.backoff.max.ms"]) / 1000
+        backoff = self._backoff.setdefault(key, _Backoff())
+        backoff.failures += 1
+        wait = min(most, first * 2 ** (backoff.failures - 1))
+        backoff.next_attempt = time.monotonic() + wait
+        log.warning(
+            "%s: remote tier: %s (attempt %d; next in %.1f s; local data is kept)",
+            name,
+            exc,
+            backoff.failures,
+            wait,
+        )
+
+    async def _in(self, pool: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    # ------------------------------------------------------------------ one partition
+
+    async def _maintain(self, part: Partition) -> None:
+        await self._clean_leftovers(part)
+        await self._expire(part)
+        if not bool(part.plog.config("remote.log.copy.disable")):
+            while await self._copy_next(part):
+                pass
+
+    def _remote(self, part: Partition) -> RemoteLog | None:
+        return self.broker.metadata.remote_log(part.topic, part.index)
+
+    def _topic_id(self, part: Partition) -> str:
+        return str(self.broker.metadata.topics[part.topic].topic_id)
+
+    async def _commit(self, part: Partition, records: list[r.Record]) -> None:
+        state = part.state
+        if state is None or not part.is_leader:
+            raise FencedLeaderEpoch(f"no longer the leader of {part.plog.name}")
+        await self.broker.cluster.commit_remote(state, records)
+
+    async def _delete(self, part: Partition, segments: list[RemoteSegment], start: int) -> None:
+        """Delete ``segments``: record the deletion (and the new log start), delete the
+        objects, then forget them."""
+        if not segments:
+            return
+        started: list[r.Record] = [
+            r.RemoteSegment(s.with_state(DELETE_STARTED).to_dict())
+            for s in segments
+            if s.state != DELETE_STARTED
+        ]
+        if start >= 0:
+            started.append(r.RemoteLogStart(self._topic_id(part), part.index, start))
+        if started:
+            await self._commit(part, started)
+        for segment in segments:
+            await self._in(self.copiers, delete_segment, self.store, self.cluster_id, segment)
+            for key in segment_keys(self.cluster_id, segment).all():
+                self.cache.invalidate(key)
+        await self._commit(
+            part,
+            [r.RemoteSegmentDeleted(s.topic_id, s.partition, s.segment_id) for s in segments],
+        )
+        log.info(
+            "%s: deleted %d remote segment(s) up to offset %d",
+            part.plog.name,
+            len(segments),
+            max(s.end_offset for s in segments),
+        )
+
+    async def _clean_leftovers(self, part: Partition) -> None:
+        remote = self._remote(part)
+        if remote is None:
+            return
+        stale = [
+            s
+            for s in remote.segments.values()
+            if (s.state == COPY_STARTED and s.segment_id not in self._copying)
+            or s.state == DELETE_STARTED
+        ]
+        await self._delete(part, stale, -1)
+
+    async def _expire(self, part: Partition) -> None:
+        remote = self._remote(part)
+        if remote is None:
+            return
+        finished = remote.finished()
+        if not finished:
+            return
+        plog = part.plog
+        now_ms = int(time.time() * 1000)
+        retention_ms = int(plog.config("retention.ms"))
+        retention_bytes = int(plog.config("retention.bytes"))
+        local_above = sum(
+            s.size for s in plog.segments if s.base_offset >= remote.end_offset()
+        ) + sum(
+            s.size for s in plog.segments if s.base_offset < remote.end_offset() < s.next_offset
+        )
+        excess = remote.size_bytes() + local_above - retention_bytes if retention_bytes >= 0 else -1
+        doomed: list[RemoteSegment] = []
+        for segment in finished:
+            below_start = segment.end_offset < remote.log_start_offset
+            expired = retention_ms >= 0 and now_ms - segment.max_timestamp > retention_ms
+            oversize = retention_bytes >= 0 and excess - segment.size_bytes >= 0
+            if not (below_start or expired or oversize):
+                break
+            doomed.append(segment)
+            if oversize:
+                excess -= segment.size_bytes
+        if doomed:
+            new_start = doomed[-1].end_offset + 1
+            await self._delete(part, doomed, max(new_start, remote.log_start_offset))
+
+    async def _copy_next(self, part: Partition) -> bool:
+        """Upload the next segment; False when there is none to upload now."""
+        plog = part.plog
+        remote = self._remote(part)
+        uploaded = 0 if remote is None else remote.end_offset()
+        segment = _next_to_copy(plog, uploaded)
+        if segment is None:
+            return False
+        state = part.state
+        assert state is not None
+        meta = RemoteSegment(
+            topic=part.topic,
+            topic_id=self._topic_id(part),
+            partition=part.index,
+            segment_id=uuid.uuid4().hex,
+            base_offset=segment.base_offset,
+            end_offset=segment.next_offset - 1,
+            max_timestamp=segment.max_timestamp,
+            size_bytes=segment.size,
+            index_bytes=0,
+            leader_epoch=state.leader_epoch,
+            epochs=_epochs_of(plog, segment),
+            broker_id=self.broker.node_id,
+            created_ms=int(time.time() * 1000),
+            state=COPY_STARTED,
+        )
+        index = segment.index_bytes()
+        meta = dataclasses.replace(meta, index_bytes=len(index))
+        files = SegmentFiles(
+            log=segment.path,
+            index=index,
+            epochs=_epochs_text(meta.epochs),
+            snapshot=_snapshot_at(plog, segment.next_offset),
+        )
+        self._copying.add(meta.segment_id)
+        try:
+            await self._commit(part, [r.RemoteSegment(meta.to_dict())])
+            started = time.monotonic()
+            await self._in(self.copiers, upload_segment, self.store, self.cluster_id, meta, files)
+            try:
+                await self._commit(
+                    part, [r.RemoteSegment(meta.with_state(COPY_FINISHED).to_dict())]
+                )
+            except FencedLeaderEpoch:
+                # deposed while uploading: the new leader deletes what the metadata names;
+                # these objects are ours to remove
+                await self._in(self.copiers, delete_segment, self.store, self.cluster_id, meta)
+                raise
+        finally:
+            self._copying.discard(meta.segment_id)
+        log.info(
+            "%s: uploaded segment %d-%d (%d bytes) in %.2f s",
+            plog.name,
+            meta.base_offset,
+            meta.end_offset,
+            meta.size_bytes,
+            time.monotonic() - started,
+        )
+        return True
+
+    # ------------------------------------------------------------------ topic deletion
+
+    async def delete_topic_objects(self, topic_id: str, name: str) -> None:
+        """Every object of a deleted topic (the controller calls this, then records it)."""
+        prefix = topic_prefix(self.cluster_id, name, topic_id)
+        count = await self._in(self.copiers, delete_prefix, self.store, prefix)
+        log.info("deleted %d remote object(s) of topic %s", count, name)
+
+    # ------------------------------------------------------------------ reads
+
+    def segment_for(self, plog: PartitionLog, offset: int) -> RemoteSegment | None:
+        remote = self.broker.metadata.remote_log(plog.topic, plog.partition)
+        if remote is None:
+            return None
+        found = None
+        for segment in remote.finished():
+            if segment.base_offset <= offset <= segment.end_offset:
+                found = segment
+        return found
+
+    async def read(self, plog: PartitionLog, offset: int, max_bytes: int) -> bytes:
+        """Batches from the remote tier starting at the one holding ``offset``."""
+        if offset < plog.first_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is below the log start {plog.first_offset} of {plog.name}"
+            )
+        segment = self.segment_for(plog, offset)
+        if segment is None:
+            raise OffsetOutOfRange(f"offset {offset} of {plog.name} is in neither tier")
+        timeout = int(self.broker.config["remote.fetch.max.wait.ms"]) / 1000
+        try:
+            data: bytes = await asyncio.wait_for(
+                self._in(self.readers, self.reader.read, segment, offset, max_bytes), timeout
+            )
+        except TimeoutError:
+            raise RemoteStorageError(
+                f"the remote tier did not answer within {timeout * 1000:.0f} ms; retry"
+            ) from None
+        return data
+
+    async def offset_for_timestamp(
+        self, plog: PartitionLog, timestamp: int
+    ) -> tuple[int, int] | None:
+        """The first record at or after ``timestamp`` in the remote part of the log (below
+        the local log start); None when the remote tier holds no such record."""
+        remote = self.broker.metadata.remote_log(plog.topic, plog.partition)
+        if remote is None:
+            return None
+        start = plog.first_offset
+        for segment in remote.finished():
+            if segment.max_timestamp < timestamp or segment.end_offset < start:
+                continue
+            if segment.base_offset >= plog.log_start_offset:
+                return None  # the local log answers from here on
+            found = await self._in(self.readers, self._find_timestamp, segment, timestamp, start)
+            if found is not None:
+                return found
+        return None
+
+    def _find_timestamp(
+        self, segment: RemoteSegment, timestamp: int, start: int
+    ) -> tuple[int, int] | None:
+        position = self.reader.position_for_timestamp(segment, timestamp)
+        while position < segment.size_bytes:
+            data = self.reader.batches_from(segment, position, 1 << 20)
+            if not data:
+                return None
+            for record in decode_records(data):
+                if record.timestamp >= timestamp and record.offset >= start:
+                    return record.offset, record.timestamp
+            position += len(data)
+        return None
+
+
+def _next_to_copy(plog: PartitionLog, uploaded: int) -> Segment | None:
+    """The oldest closed segment holding offsets at or after ``uploaded``, wholly below the
+    high watermark (an uploaded segment never holds an offset a failover could truncate)."""
+    active = plog.active
+    for segment in plog.segments:
+        if segment is active:
+            return None
+        if segment.next_offset <= uploaded or segment.size == 0:
+            continue
+        if segment.next_offset > plog.high_watermark:
+            return None
+        return segment
+    return None
+
+
+def _epochs_of(plog: PartitionLog, segment: Segment) -> tuple[tuple[int, int], ...]:
+    entries = plog.epochs.entries
+    out: list[tuple[int, int]] = []
+    for entry in entries:
+        if entry.start_offset >= segment.next_offset:
+            break
+        if entry.start_offset <= segment.base_offset:
+            out = [(entry.epoch, segment.base_offset)]
+        else:
+            out.append((entry.epoch, entry.start_offset))
+    return tuple(out)
+
+
+def _epochs_text(epochs: tuple[tuple[int, int], ...]) -> bytes:
+    """Kafka's leader-epoch-checkpoint format: version, count, then "epoch offset" lines."""
+    lines = ["0", str(len(epochs)), *(f"{e} {o}" for e, o in epochs)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _snapshot_at(plog: PartitionLog, offset: int) -> bytes | None:
+    path = plog.directory / segment_name(offset, SNAPSHOT_SUFFIX)
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None

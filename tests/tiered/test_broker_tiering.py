@@ -1,0 +1,319 @@
+"""A broker with tiered storage against the embedded S3 server, all real processes:
+closed segments are uploaded and then deleted locally; consumers (confluent-kafka and kcat)
+read everything from offset 0 across both tiers; ListOffsets and the log start offset
+span both tiers; a broker restart keeps it all; remote retention and topic deletion empty
+the bucket; an object store that is down delays uploads and keeps local data, and uploads
+catch up when it returns."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import unique
+from tests.support.broker import BrokerProcess
+from tests.support.cluster_workload import wait_for
+from tiered.config import ObjectStoreSettings
+from tiered.embedded_s3 import EmbeddedS3
+from tiered.object_store import S3ObjectStore
+from tiered.remote_log_api import DescribeRemoteLogRequest
+
+BUCKET = "tiering"
+RECORDS = 3000
+VALUE = b"v" * 200
+TOPIC_CONFIG = {
+    "remote.storage.enable": "true",
+    "segment.bytes": "40000",
+    "local.retention.bytes": "80000",
+}
+
+
+def broker_settings(endpoint: str) -> dict[str, str]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "remote.log.manager.task.retry.backoff.ms": "200",
+        "remote.log.manager.task.retry.backoff.max.ms": "1000",
+        "log.retention.check.interval.ms": "200",
+        "remote.fetch.chunk.bytes": "65536",
+        "remote.fetch.cache.bytes": "1048576",
+        "remote.fetch.max.wait.ms": "5000",
+        "tiered.s3.endpoint": endpoint,
+        "tiered.s3.bucket": BUCKET,
+        "tiered.s3.access.key.id": "test",
+        "tiered.s3.secret.access.key": "test",
+        "tiered.s3.connect.timeout.ms": "300",
+        "tiered.s3.read.timeout.ms": "3000",
+        "tiered.s3.max.attempts": "1",
+    }
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
+    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture(scope="module")
+def broker(s3: EmbeddedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("tiered-broker"), broker_settings(s3.endpoint))
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def bucket(s3: EmbeddedS3) -> S3ObjectStore:
+    return S3ObjectStore(
+        ObjectStoreSettings(
+            endpoint=s3.endpoint,
+            bucket=BUCKET,
+            access_key_id="test",
+            secret_access_key="test",
+        )
+    )
+
+
+def create_topic(broker: BrokerProcess, topic: str, **extra: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config={**TOPIC_CONFIG, **extra})])
+    futures[topic].result(30)
+
+
+def produce(broker: BrokerProcess, topic: str, count: int, start: int = 0) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 4000})
+    for i in range(start, start + count):
+        producer.produce(topic, key=b"%d" % i, value=VALUE)
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def describe_remote(broker: BrokerProcess, topic: str) -> dict[str, Any]:
+    import asyncio
+
+    from controlplane.kafka import KafkaConnection
+
+    async def ask() -> Any:
+        host, port = broker.bootstrap.split(":")
+        async with await KafkaConnection.open(host, int(port), 10) as conn:
+            request = DescribeRemoteLogRequest(payload=json.dumps({"topics": [topic]}).encode())
+            return await conn.request(request, 10)
+
+    response = asyncio.run(ask())
+    assert int(response.error_code) == 0, response
+    doc: dict[str, Any] = json.loads(response.payload)
+    return doc
+
+
+def remote_segments(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
+    doc = describe_remote(broker, topic)
+    part = doc["topics"].get(topic, {}).get("partitions", {}).get("0", {})
+    return [s for s in part.get("segments", []) if s["state"] == "copy_finished"]
+
+
+def local_segments(broker: BrokerProcess, topic: str) -> list[Path]:
+    return sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+
+
+def watermarks(broker: BrokerProcess, topic: str) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return int(low), int(high)
+    finally:
+        consumer.close()
+
+
+def consume_all(broker: BrokerProcess, topic: str, expected: int) -> list[tuple[int, bytes]]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("read"),
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 100_000,
+            "message.max.bytes": 100_000,
+            "max.partition.fetch.bytes": 50_000,
+        }
+    )
+    got: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 60
+        while len(got) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is not None:
+                    continue  # retriable errors (the object store was slow) are retried
+                got.append((msg.offset(), msg.key()))
+    finally:
+        consumer.close()
+    return got
+
+
+def wait_tiered(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
+    """Until segments are remote and the local log starts above 0."""
+
+    def tiered() -> list[dict[str, Any]] | None:
+        segments = remote_segments(broker, topic)
+        first_local = local_segments(broker, topic)[0].name
+        if segments and int(first_local.split(".")[0]) > 0:
+            return segments
+        return None
+
+    found: list[dict[str, Any]] = wait_for(tiered, 60, "segments uploaded and deleted locally")
+    return found
+
+
+def test_segments_move_to_the_object_store_and_read_back(
+    broker: BrokerProcess, s3: EmbeddedS3
+) -> None:
+    topic = unique("tiered")
+    create_topic(broker, topic)
+    produce(broker, topic, RECORDS)
+    segments = wait_tiered(broker, topic)
+
+    # the objects: each uploaded segment has its .log, .index and .epochs
+    keys = {info.key for info in bucket(s3).list("")}
+    for segment in segments:
+        stem = f"{segment['base_offset']:020d}-{segment['segment_id']}"
+        assert any(k.endswith(stem + ".log") for k in keys), stem
+        assert any(k.endswith(stem + ".index") for k in keys), stem
+        assert any(k.endswith(stem + ".epochs") for k in keys), stem
+
+    # both tiers look like one log
+    assert watermarks(broker, topic) == (0, RECORDS)
+    got = consume_all(broker, topic, RECORDS)
+    assert [o for o, _ in got] == list(range(RECORDS))
+    assert [k for _, k in got] == [b"%d" % i for i in range(RECORDS)]
+
+
+def test_kcat_reads_from_offset_zero(broker: BrokerProcess) -> None:
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        pytest.skip("kcat is not installed and could not be (tools/ensure-system-deps.sh)")
+    topic = unique("tiered-kcat")
+    create_topic(broker, topic)
+    produce(broker, topic, RECORDS)
+    wait_tiered(broker, topic)
+    out = subprocess.run(
+        [kcat, "-b", broker.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%o %k\n"],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    lines = out.stdout.decode().split()
+    offsets = [int(x) for x in lines[0::2]]
+    assert offsets == list(range(RECORDS))
+
+
+def test_timestamps_and_restart_span_both_tiers(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = unique("tiered-time")
+    create_topic(broker, topic)
+    produce(broker, topic, RECORDS)
+    wait_tiered(broker, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "times"})
+    try:
+        found = consumer.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=10)
+        assert found[0].offset == 0, "timestamp 0: the first record, in the remote tier"
+    finally:
+        consumer.close()
+
+    broker.stop()
+    broker.start()
+    assert watermarks(broker, topic) == (0, RECORDS)
+    got = consume_all(broker, topic, RECORDS)
+    assert [o for o, _ in got] == list(range(RECORDS))
+
+
+def test_remote_retention_and_topic_deletion_empty_the_bucket(
+    broker: BrokerProcess, s3: EmbeddedS3
+) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    topic = unique("tiered-expire")
+    create_topic(broker, topic)
+    produce(broker, topic, RECORDS)
+    segments = wait_tiered(broker, topic)
+    topic_id = describe_remote(broker, topic)["topics"][topic]["topic_id"]
+    prefix = next(k for k in (i.key for i in bucket(s3).list("")) if topic_id in k).rsplit("/", 2)[
+        0
+    ]
+
+    # retention.bytes smaller than the log: the oldest remote segments go, the log start moves
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.bytes", "200000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    wait_for(lambda: watermarks(broker, topic)[0] > 0, 60, "remote retention moving the log start")
+    low = watermarks(broker, topic)[0]
+    remaining = remote_segments(broker, topic)
+    assert remaining[0]["base_offset"] == low
+    keys = {i.key for i in bucket(s3).list(prefix + "/")}
+    for gone in (s for s in segments if s["end_offset"] < low):
+        assert not [k for k in keys if gone["segment_id"] in k], "expired objects deleted"
+    got = consume_all(broker, topic, RECORDS - low)
+    assert got[0][0] == low
+
+    # deleting the topic deletes its objects
+    admin.delete_topics([topic])[topic].result(30)
+    wait_for(lambda: not list(bucket(s3).list(prefix + "/")), 60, "the topic's objects deleted")
+
+
+def test_object_store_down_keeps_local_data_and_catches_up(
+    tmp_path: Path,
+) -> None:
+    s3 = EmbeddedS3(tmp_path / "s3").start()
+    proc = BrokerProcess(tmp_path / "broker", broker_settings(s3.endpoint))
+    proc.start()
+    try:
+        topic = unique("tiered-down")
+        create_topic(proc, topic)
+        produce(proc, topic, 500)
+        wait_for(lambda: remote_segments(proc, topic), 60, "a first upload")
+        port = s3.port
+        s3.kill()
+        produce(proc, topic, RECORDS, start=500)  # produce keeps working
+        time.sleep(2)  # several upload attempts fail meanwhile
+        before = remote_segments(proc, topic)
+        local = local_segments(proc, topic)
+        uploaded_end = max(s["end_offset"] for s in before) + 1
+        assert int(local[0].name.split(".")[0]) < uploaded_end + 1, "nothing unuploaded deleted"
+        assert watermarks(proc, topic) == (0, RECORDS + 500)
+
+        s3 = EmbeddedS3(tmp_path / "s3", port=port).start()  # back, with what it had
+        wait_for(
+            lambda: max(s["end_offset"] for s in remote_segments(proc, topic)) > uploaded_end,
+            60,
+            "uploads catching up",
+        )
+        got = consume_all(proc, topic, RECORDS + 500)
+        assert [o for o, _ in got] == list(range(RECORDS + 500))
+    finally:
+        proc.stop()
+        s3.kill()
