@@ -383,7 +383,28 @@ class ClusterReconciler:
             ),
             "controller.listener": record.raft_address,
             "advertised.listeners": record.address,
+            **self._tiered_settings(cluster),
         }
+
+    def _tiered_settings(self, cluster: ClusterRecord) -> dict[str, str]:
+        """The broker settings of the cluster's remote tier: its bucket at the control
+        plane's object store (static credentials for the embedded server; for an external
+        store the brokers use boto3's default chain from the environment they inherit)."""
+        objects = self.manager.object_store
+        if objects is None or not cluster.s3_bucket:
+            return {}
+        store = objects.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
+        out = {
+            "remote.log.storage.system.enable": "true",
+            "tiered.s3.bucket": store.bucket,
+            "tiered.s3.region": store.region,
+        }
+        if store.endpoint:
+            out["tiered.s3.endpoint"] = store.endpoint
+        if store.access_key_id and store.secret_access_key:
+            out["tiered.s3.access.key.id"] = store.access_key_id
+            out["tiered.s3.secret.access.key"] = store.secret_access_key
+        return out
 
     def _spawn(self, cluster: ClusterRecord, rt: BrokerRuntime) -> None:
         record = rt.record

@@ -6,6 +6,10 @@ OFFSET_OUT_OF_RANGE; a topic without ``delete`` in cleanup.policy is POLICY_VIOL
 internal topics are INVALID_TOPIC_EXCEPTION (all as Kafka). A partition named twice is
 answered once, for its last offset. Segments wholly below the new start are deleted at
 once; consumers see the new earliest offset immediately.
+
+With a remote tier the new log start is also committed to the metadata log (a
+RemoteLogStart record, through the controller) before the answer: remote segments wholly
+below it are deleted by the remote log manager, and every broker sees the same start.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.cluster import records as r
 from dataplane.errors import (
     BrokerError,
     InvalidTopic,
@@ -33,7 +38,7 @@ HIGH_WATERMARK = -1
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted: dict[str, dict[int, int]] = {}
     for topic in request.topics:
         offsets = wanted.setdefault(topic.name, {})
@@ -44,7 +49,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for partition, offset in offsets.items():
             try:
-                low = _delete(ctx, name, partition, offset)
+                low = await _delete(ctx, name, partition, offset)
                 code = ErrorCode.none
             except (BrokerError, OSError) as exc:
                 low, code = -1, error_code_for(exc)
@@ -60,21 +65,37 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return ctx.make("DeleteRecordsResponse", throttle_time=ZERO, topics=tuple(topics))
 
 
-def _delete(ctx: RequestContext, name: str, partition: int, offset: int) -> int:
+async def _delete(ctx: RequestContext, name: str, partition: int, offset: int) -> int:
     broker = ctx.broker
     if name in INTERNAL_TOPICS:
         raise InvalidTopic(f"Cannot delete records of internal topic {name}")
     if name not in broker.metadata.topics:
         raise UnknownTopicOrPartition(f"unknown topic {name!r}")
-    plog = broker.replicas.leader(name, partition).plog
+    part = broker.replicas.leader(name, partition)
+    plog = part.plog
     if "delete" not in broker.logs.topic_config(name, "cleanup.policy"):
         raise PolicyViolation(
             f"Records of partition {plog.name} can not be deleted due to the configured policy"
         )
     if offset < 0 and offset != HIGH_WATERMARK:
         raise OffsetOutOfRange(f"The offset {offset} for partition {plog.name} is not valid")
-    before = plog.log_start_offset
-    low = plog.delete_records_before(offset)
+    before = plog.first_offset
+    if plog.tiered and part.state is not None:
+        target = plog.high_watermark if offset == HIGH_WATERMARK else offset
+        if target > plog.high_watermark:
+            raise OffsetOutOfRange(
+                f"cannot delete before {target}: high watermark is {plog.high_watermark}"
+            )
+        if target > before:
+            topic_id = str(broker.metadata.topics[name].topic_id)
+            await broker.cluster.commit_remote(
+                part.state, [r.RemoteLogStart(topic_id, partition, target)]
+            )
+        if target > plog.log_start_offset:
+            plog.delete_records_before(target)
+    else:
+        plog.delete_records_before(offset)
+    low = plog.first_offset
     if low != before:
         log.info("%s: records before %d deleted on request", plog.name, low)
     return int(low)

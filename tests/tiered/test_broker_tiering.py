@@ -317,3 +317,26 @@ def test_object_store_down_keeps_local_data_and_catches_up(
     finally:
         proc.stop()
         s3.kill()
+
+
+def test_delete_records_in_the_remote_tier(broker: BrokerProcess) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique("tiered-delrec")
+    create_topic(broker, topic)
+    produce(broker, topic, RECORDS)
+    wait_tiered(broker, topic)
+    target = 500  # below the local log start: in the remote tier
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    result = admin.delete_records([TopicPartition(topic, 0, target)])
+    low = next(iter(result.values())).result(30)
+    assert low.low_watermark == target
+    assert watermarks(broker, topic) == (target, RECORDS)
+    got = consume_all(broker, topic, RECORDS - target)
+    assert [o for o, _ in got] == list(range(target, RECORDS))
+    wait_for(
+        lambda: all(s["end_offset"] >= target for s in remote_segments(broker, topic)),
+        30,
+        "remote segments below the new log start deleted",
+    )
