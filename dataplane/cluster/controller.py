@@ -32,8 +32,6 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from tiered.remote_segment import COPY_FINISHED, COPY_STARTED, DELETE_STARTED, RemoteSegment
-
 from dataplane.cluster import records as r
 from dataplane.cluster.image import MetadataImage, PartitionState
 from dataplane.errors import (
@@ -49,6 +47,7 @@ from dataplane.errors import (
     UnknownTopicOrPartition,
 )
 from dataplane.raft.errors import NotLeader, RaftError
+from tiered.remote_segment import COPY_FINISHED, COPY_STARTED, DELETE_STARTED, RemoteSegment
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig

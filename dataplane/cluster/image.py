@@ -15,8 +15,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tiered.remote_segment import COPY_FINISHED, RemoteSegment
-
 from dataplane.cluster import records as r
 from dataplane.config import TOPIC_CONFIGS, parse_overrides
 from dataplane.errors import (
@@ -26,6 +24,7 @@ from dataplane.errors import (
     UnknownTopicOrPartition,
 )
 from dataplane.metadata import TopicInfo, validate_topic_name
+from tiered.remote_segment import COPY_FINISHED, RemoteSegment
 
 TopicPartition = tuple[str, int]
 log = logging.getLogger(__name__)
