@@ -115,6 +115,11 @@ class KafkaStorageError(BrokerError):
     code = ErrorCode.kafka_storage_error
 
 
+class LogDirFull(KafkaStorageError):
+    """A write failed for lack of space (ENOSPC, EDQUOT, EFBIG): nothing of it was kept;
+    produce to this disk fails until space is freed."""
+
+
 class OffsetMovedToTieredStorage(BrokerError):
     """A follower fetched below the leader's local log start: that data is only in the
     remote tier; the follower starts its log at the leader's local log start instead."""

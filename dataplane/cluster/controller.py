@@ -147,12 +147,13 @@ class QuorumController:
         if not self.active:
             raise NotController(f"broker {self.raft.node_id} is not the active controller")
 
-    async def commit(self, records: Sequence[r.Record]) -> None:
-        """Commit ``records`` to the metadata log; they are applied to the image on return."""
+    async def commit(self, records: Sequence[r.Record]) -> int:
+        """Commit ``records`` to the metadata log; they are applied to the image on return.
+        Returns the entry's index."""
         if not self.active:
             raise NotController(f"broker {self.raft.node_id} is not the active controller")
         try:
-            await self.raft.propose(r.encode(list(records)))
+            return await self.raft.propose(r.encode(list(records)))
         except NotLeader as exc:
             raise NotController(str(exc)) from exc
         except RaftError as exc:
@@ -443,7 +444,7 @@ class QuorumController:
 
     async def commit_remote(
         self, leader_id: int, topic: str, partition: int, leader_epoch: int, records: list[r.Record]
-    ) -> None:
+    ) -> int:
         """Remote-tier records from the partition's leader at ``leader_epoch``.
 
         A leader that lost its leadership is refused (FencedLeaderEpoch), so a zombie never
@@ -466,7 +467,7 @@ class QuorumController:
             known = {} if remote is None else dict(remote.segments)
             for rec in records:
                 self._check_remote(rec, topic_id, partition, known)
-            await self.commit(records)
+            return await self.commit(records)
 
     @staticmethod
     def _check_remote(

@@ -295,6 +295,29 @@ class ClusterMember:
             return
         if response.error_code != ErrorCode.none:
             raise exception_for(response.error_code, response.error_message or "")
+        await self.wait_applied(int(response.metadata_offset), timeout=10)
+
+    async def wait_applied(self, index: int, timeout: float) -> None:
+        """Until this broker's image has applied metadata log entry ``index`` (an entry the
+        controller committed); NotController if it does not within ``timeout``."""
+        if self.image.applied_index >= index:
+            return
+        applied = asyncio.Event()
+
+        def seen(_delta: Any) -> None:
+            if self.image.applied_index >= index:
+                applied.set()
+
+        self.image.listeners.append(seen)
+        try:
+            if self.image.applied_index < index:
+                await asyncio.wait_for(applied.wait(), timeout)
+        except TimeoutError:
+            raise NotController(
+                f"metadata entry {index} not replayed here within {timeout:.0f} s; retry"
+            ) from None
+        finally:
+            self.image.listeners.remove(seen)
 
     # ------------------------------------------------------------------ registration
 

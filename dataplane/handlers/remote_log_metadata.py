@@ -8,7 +8,7 @@ import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i32Timedelta, i64
 
 from dataplane.cluster import records as r
 from dataplane.errors import BrokerError, CorruptRecord, error_code_for, error_message_for
@@ -30,7 +30,7 @@ async def _commit(ctx: RequestContext, request: Any) -> Any:
         return _answer(ErrorCode.not_controller, None)
     try:
         records = r.decode(request.records)
-        await controller.commit_remote(
+        index = await controller.commit_remote(
             int(request.broker_id),
             str(request.topic),
             int(request.partition),
@@ -41,8 +41,10 @@ async def _commit(ctx: RequestContext, request: Any) -> Any:
         return _answer(ErrorCode.invalid_request, str(exc))
     except BrokerError as exc:
         return _answer(error_code_for(exc), error_message_for(exc))
-    return _answer(ErrorCode.none, None)
+    return _answer(ErrorCode.none, None, index)
 
 
-def _answer(code: ErrorCode, message: str | None) -> RemoteLogMetadataResponse:
-    return RemoteLogMetadataResponse(throttle_time=ZERO, error_code=code, error_message=message)
+def _answer(code: ErrorCode, message: str | None, index: int = -1) -> RemoteLogMetadataResponse:
+    return RemoteLogMetadataResponse(
+        throttle_time=ZERO, error_code=code, error_message=message, metadata_offset=i64(index)
+    )

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import errno
 import logging
 import os
 import struct
@@ -48,6 +49,7 @@ from dataplane.errors import (
     InvalidRecord,
     InvalidTimestamp,
     LogCleaningInProgress,
+    LogDirFull,
     MessageTooLarge,
     OffsetMismatch,
     OffsetOutOfRange,
@@ -89,6 +91,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 KEEP_SNAPSHOTS = 2
 _BATCH_LENGTH = struct.Struct(">i")
 _WAITER_PRUNE = 64
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 SEAL_WORKERS = 2
 
 
@@ -555,7 +558,7 @@ class PartitionLog:
             pieces.append(head)
             pieces.append(view[header.position + HEADER_SIZE : header.position + header.size])
             offset = fixed.next_offset
-        self.active.append_pieces(pieces, len(data), patched)
+        self._write(self.active, pieces, len(data), patched)
         for header in patched:
             self.producers.record(header, now_ms)
         self.dirty = True
@@ -612,7 +615,9 @@ class PartitionLog:
             ):
                 self.roll()
             shifted = [replace(h, position=h.position - first.position) for h in group]
-            self.active.append_pieces([view[first.position : first.position + size]], size, shifted)
+            self._write(
+                self.active, [view[first.position : first.position + size]], size, shifted
+            )
             start = end
         for header in headers:
             self.producers.record(header, now_ms)
@@ -622,6 +627,29 @@ class PartitionLog:
         return AppendResult(
             headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset
         )
+
+    def _write(
+        self,
+        segment: Segment,
+        pieces: list[bytes | bytearray | memoryview],
+        size: int,
+        headers: list[BatchHeader],
+    ) -> None:
+        try:
+            segment.append_pieces(pieces, size, headers)
+        except OSError as exc:
+            if exc.errno in _DISK_FULL:
+                log.error(
+                    "%s: the disk of %s is full (%s): writes to it fail until space is freed",
+                    self.name,
+                    self.directory.parent,
+                    exc.strerror,
+                )
+                raise LogDirFull(
+                    f"{self.name}: no space left in {self.directory.parent} ({exc.strerror}); "
+                    "nothing of this write was kept; free disk space and retry"
+                ) from exc
+            raise
 
     def append_internal(self, batch: bytes) -> AppendResult:
         """Append one broker-built batch (internal topics, tests)."""

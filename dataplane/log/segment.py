@@ -241,11 +241,16 @@ class Segment:
         as few ``writev`` calls as the system allows; returns their start position."""
         position = self.size
         written = 0
-        for start in range(0, len(pieces), _IOV_MAX):
-            written += os.writev(self.fd, pieces[start : start + _IOV_MAX])
-        if written != size:  # a short write on a regular file: disk full
-            os.ftruncate(self.fd, position)
-            raise OSError(errno.ENOSPC, "short write to segment (disk full?)")
+        try:
+            for start in range(0, len(pieces), _IOV_MAX):
+                written += os.writev(self.fd, pieces[start : start + _IOV_MAX])
+            if written != size:  # a short write on a regular file: disk full
+                raise OSError(errno.ENOSPC, "short write to segment (disk full?)")
+        except OSError:
+            # nothing of a failed append stays: the file ends where the last whole batch does
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, position)
+            raise
         for header in headers:
             self._index(header, position + header.position)
         self.size = position + size

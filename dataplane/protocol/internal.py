@@ -38,6 +38,9 @@ class RemoteLogMetadataResponse:
     throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     error_message: str | None = field(metadata={"kafka_type": "string"})
+    metadata_offset: i64 = field(metadata={"kafka_type": "int64"})
+    """Index of the metadata log entry that holds the records (-1 on error): the sender
+    waits until its own image has applied it, so it never acts on a state it just left."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,11 +7,13 @@ interpreter exit if a caller forgot to.
 
 from __future__ import annotations
 
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .processes import die_with_parent_preexec, free_port, kill_group, track, untrack
@@ -23,9 +25,17 @@ class BrokerProcess:
     """A ``sluice-broker`` subprocess on 127.0.0.1 with a free port (or ``port``)."""
 
     def __init__(
-        self, data_dir: Path, settings: dict[str, str] | None = None, *, port: int | None = None
+        self,
+        data_dir: Path,
+        settings: dict[str, str] | None = None,
+        *,
+        port: int | None = None,
+        file_size_limit: int | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.file_size_limit = file_size_limit
+        """RLIMIT_FSIZE of the process: writes that would grow a file past it fail with
+        EFBIG (Python ignores SIGXFSZ), as writes to a full disk fail with ENOSPC."""
         self.port = port or free_port()
         self.settings = {
             "group.initial.rebalance.delay.ms": "0",
@@ -71,11 +81,24 @@ class BrokerProcess:
             stderr=log,
             cwd=REPO,
             start_new_session=True,
-            preexec_fn=die_with_parent_preexec(),
+            preexec_fn=self._preexec(),
         )
         log.close()
         track(self)
         return self
+
+    def _preexec(self) -> Callable[[], None] | None:
+        die = die_with_parent_preexec()
+        limit = self.file_size_limit
+        if limit is None:
+            return die
+
+        def preexec() -> None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            if die is not None:
+                die()
+
+        return preexec
 
     def wait_listening(self, timeout: float = 20) -> BrokerProcess:
         assert self.proc is not None

@@ -1,0 +1,94 @@
+"""A full disk stops produce with a clear, retriable error and corrupts nothing.
+
+The broker runs with RLIMIT_FSIZE: a segment file cannot grow past the limit, so its writes
+fail part-way as writes to a full disk do (EFBIG instead of ENOSPC, the same path: a short
+write, then failures). Producers get KAFKA_STORAGE_ERROR naming the full disk; the broker
+stays up and serves what it has; after a restart without the limit every acknowledged
+record is there, the segment ends at a whole batch, and produce works again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import unique
+from tests.support.broker import BrokerProcess
+
+LIMIT = 400_000
+VALUE = b"x" * 1000
+
+
+def produce(bootstrap: str, topic: str, count: int) -> tuple[list[int], list[str]]:
+    from confluent_kafka import Producer
+
+    acked: list[int] = []
+    errors: list[str] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            acked.append(msg.offset())  # type: ignore[attr-defined]
+        else:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 2,
+            "batch.size": 20_000,
+            "message.timeout.ms": 3000,
+            "retries": 2,
+            "log_level": 0,
+        }
+    )
+    for _ in range(count):
+        producer.produce(topic, VALUE, on_delivery=delivered)
+        producer.poll(0)
+    producer.flush(30)
+    return acked, errors
+
+
+def test_full_disk_refuses_writes_and_keeps_what_was_acknowledged(tmp_path: Path) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, file_size_limit=LIMIT).start()
+    topic = unique("full")
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "50000000"})])[
+            topic
+        ].result(30)
+        acked, errors = produce(broker.bootstrap, topic, 800)  # ~800 KB into a 400 KB file
+        assert acked, "writes below the limit succeed"
+        assert errors, "writes past it fail"
+        assert any("KAFKA_STORAGE_ERROR" in e or "storage" in e.lower() for e in errors), errors
+        assert broker.alive()
+        assert "no space left" in broker.logs() or "is full" in broker.logs()
+        segment = next((data / f"{topic}-0").glob("*.log"))
+        assert segment.stat().st_size <= LIMIT
+    finally:
+        broker.stop()
+
+    broker = BrokerProcess(data, port=broker.port).start()  # space again
+    try:
+        more, errors = produce(broker.bootstrap, topic, 50)
+        assert errors == []
+        assert len(more) == 50
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "log_level": 0}
+        )
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        seen: list[int] = []
+        while len(seen) < len(acked) + 50:
+            batch = consumer.consume(500, 5)
+            assert batch, f"stalled at {len(seen)} of {len(acked) + 50}"
+            for msg in batch:
+                assert msg.error() is None, msg.error()
+                seen.append(msg.offset())
+        consumer.close()
+        assert seen == list(range(len(seen)))
+        assert set(acked) <= set(seen)
+        assert "truncat" not in broker.logs().lower(), "the segment ended at a whole batch"
+    finally:
+        broker.stop()
