@@ -615,9 +615,7 @@ class PartitionLog:
             ):
                 self.roll()
             shifted = [replace(h, position=h.position - first.position) for h in group]
-            self._write(
-                self.active, [view[first.position : first.position + size]], size, shifted
-            )
+            self._write(self.active, [view[first.position : first.position + size]], size, shifted)
             start = end
         for header in headers:
             self.producers.record(header, now_ms)
