@@ -140,16 +140,21 @@ class IndexView:
     positions: array[int]
     timestamps_before: array[int]
 
-    def position_for(self, offset: int) -> int:
-        """Byte position of the last indexed batch at or before ``offset``."""
+    def entry_for(self, offset: int) -> tuple[int, int]:
+        """(byte position, base offset) of the last indexed batch at or before ``offset``."""
         i = bisect.bisect_right(self.relative_offsets, offset - self.base_offset) - 1
-        return self.positions[i] if i >= 0 else 0
+        return self._entry(i)
 
-    def position_for_timestamp(self, timestamp: int) -> int:
-        """Byte position of an indexed batch at or before the first batch holding a
-        timestamp >= ``timestamp``."""
-        i = bisect.bisect_left(self.timestamps_before, timestamp) - 1
-        return self.positions[i] if i >= 0 else 0
+    def entry_for_timestamp(self, timestamp: int) -> tuple[int, int]:
+        """(byte position, base offset) of an indexed batch at or before the first batch
+        holding a timestamp >= ``timestamp``."""
+        return self._entry(bisect.bisect_left(self.timestamps_before, timestamp) - 1)
+
+    def _entry(self, i: int) -> tuple[int, int]:
+        i = max(i, 0)
+        if not self.positions:
+            return 0, self.base_offset
+        return self.positions[i], self.base_offset + self.relative_offsets[i]
 
 
 def parse_index(raw: bytes) -> IndexView | None:

@@ -44,7 +44,7 @@ from dataplane.errors import (
     RemoteStorageError,
 )
 from dataplane.log.segment import segment_name
-from dataplane.protocol.record_batch import decode_records
+from dataplane.protocol.record_batch import decode_records, parse_header
 from dataplane.remote.reader import RemoteReader
 from dataplane.remote.tier import PartitionTier
 from tiered.chunk_cache import ChunkCache
@@ -365,9 +365,13 @@ class RemoteLogManager:
                 self._in(self.readers, self.reader.read, segment, offset, max_bytes), timeout
             )
         except TimeoutError:
+            log.warning("%s: remote read at %d timed out", plog.name, offset)
             raise RemoteStorageError(
                 f"the remote tier did not answer within {timeout * 1000:.0f} ms; retry"
             ) from None
+        except RemoteStorageError as exc:
+            log.warning("%s: remote read at %d failed: %s", plog.name, offset, exc)
+            raise
         return data
 
     async def offset_for_timestamp(
@@ -392,14 +396,18 @@ class RemoteLogManager:
     def _find_timestamp(
         self, segment: RemoteSegment, timestamp: int, start: int
     ) -> tuple[int, int] | None:
-        position = self.reader.position_for_timestamp(segment, timestamp)
+        position, base = self.reader.index(segment).entry_for_timestamp(timestamp)
         while position < segment.size_bytes:
-            data = self.reader.batches_from(segment, position, 1 << 20)
+            data = self.reader.batches_from(segment, position, base, 1 << 20)
             if not data:
                 return None
             for record in decode_records(data):
                 if record.timestamp >= timestamp and record.offset >= start:
                     return record.offset, record.timestamp
+            at = 0
+            while at < len(data):
+                header = parse_header(data, at)
+                base, at = header.last_offset + 1, at + header.size
             position += len(data)
         return None
 

@@ -3,8 +3,11 @@
 Blocking code (boto3); the remote log manager runs it in its reader threads. A read finds
 the batch holding the wanted offset with the segment's uploaded index (one small object,
 cached like the data), then returns whole batches from there up to ``max_bytes`` (at least
-one batch, as local reads do). Every batch returned is CRC-checked: a mismatch drops the
-cached chunks of the object and reads them again once; a second mismatch is reported as
+one batch, as local reads do). Every batch returned is checked: its CRC (which covers the
+records and most of the header), and the header fields the CRC leaves out — the base offset
+must continue the previous batch (the first one: the index entry's), the magic must be 2,
+the leader epoch one of the segment's, the length within the object. A failure drops the
+cached chunks of the object and reads them again once; a second one is reported as
 RemoteStorageError, never returned.
 """
 
@@ -14,7 +17,7 @@ import crc32c
 
 from dataplane.errors import RemoteStorageError
 from dataplane.log.segment import IndexView, parse_index
-from dataplane.protocol.record_batch import CRC_START, HEADER_SIZE, parse_header
+from dataplane.protocol.record_batch import CRC_START, HEADER_SIZE, BatchHeader, parse_header
 from tiered.chunk_cache import ChunkCache
 from tiered.errors import ObjectStoreError
 from tiered.layout import segment_keys
@@ -47,37 +50,55 @@ class RemoteReader:
         (at least one batch)."""
         key = segment_keys(self.cluster_id, segment).log
         for attempt in range(2):
-            data = self._batches(segment, key, offset, max_bytes)
-            if _crc_ok(data):
-                return data
-            self.cache.invalidate(key)
-            if attempt:
-                break
-        raise RemoteStorageError(
-            f"{key}: a batch at offset {offset} fails its CRC twice; the object is corrupted"
-        )
+            position, base = self.index(segment).entry_for(offset)
+            try:
+                return self._whole_batches(segment, key, position, base, max_bytes, offset)
+            except _Damaged as exc:
+                self.cache.invalidate(key)
+                if attempt:
+                    raise RemoteStorageError(
+                        f"{key}: {exc} (read twice); the object is corrupted"
+                    ) from None
+        raise AssertionError("unreachable")
 
-    def position_for_timestamp(self, segment: RemoteSegment, timestamp: int) -> int:
-        return self.index(segment).position_for_timestamp(timestamp)
-
-    def batches_from(self, segment: RemoteSegment, position: int, max_bytes: int) -> bytes:
-        """Whole batches from byte ``position`` (a batch boundary), CRC-checked."""
-        key = segment_keys(self.cluster_id, segment).log
-        data = self._whole_batches(key, segment.size_bytes, position, max_bytes, -1)
-        if not _crc_ok(data):
-            self.cache.invalidate(key)
-            raise RemoteStorageError(f"{key}: a batch fails its CRC; the object is corrupted")
-        return data
-
-    def _batches(self, segment: RemoteSegment, key: str, offset: int, max_bytes: int) -> bytes:
-        position = self.index(segment).position_for(offset)
-        return self._whole_batches(key, segment.size_bytes, position, max_bytes, offset)
-
-    def _whole_batches(
-        self, key: str, size: int, position: int, max_bytes: int, offset: int
+    def batches_for_timestamp(
+        self, segment: RemoteSegment, timestamp: int, max_bytes: int
     ) -> bytes:
-        """Batches from ``position``, skipping those wholly below ``offset``, up to
-        ``max_bytes`` (at least one whole batch)."""
+        """Whole batches from an indexed batch at or before the first one holding a timestamp
+        >= ``timestamp``, checked as ``read``'s."""
+        key = segment_keys(self.cluster_id, segment).log
+        position, base = self.index(segment).entry_for_timestamp(timestamp)
+        try:
+            return self._whole_batches(segment, key, position, base, max_bytes, -1)
+        except _Damaged as exc:
+            self.cache.invalidate(key)
+            raise RemoteStorageError(f"{key}: {exc}; the object is corrupted") from None
+
+    def batches_from(
+        self, segment: RemoteSegment, position: int, base: int, max_bytes: int
+    ) -> bytes:
+        """Whole batches from byte ``position``, where the batch with base offset ``base``
+        starts."""
+        key = segment_keys(self.cluster_id, segment).log
+        try:
+            return self._whole_batches(segment, key, position, base, max_bytes, -1)
+        except _Damaged as exc:
+            self.cache.invalidate(key)
+            raise RemoteStorageError(f"{key}: {exc}; the object is corrupted") from None
+
+    def _whole_batches(  # noqa: PLR0917 - a read's coordinates
+        self,
+        segment: RemoteSegment,
+        key: str,
+        position: int,
+        expected: int,
+        max_bytes: int,
+        offset: int,
+    ) -> bytes:
+        """Checked batches from ``position`` (where base offset ``expected`` starts),
+        skipping those wholly below ``offset``, up to ``max_bytes`` (at least one)."""
+        size = segment.size_bytes
+        epochs = {epoch for epoch, _ in segment.epochs}
         window = max(MIN_WINDOW, max_bytes)
         out: list[bytes] = []
         taken = 0
@@ -88,10 +109,15 @@ class RemoteReader:
             while at + HEADER_SIZE <= len(chunk):
                 header = parse_header(chunk, at)
                 length = header.size
-                if length < HEADER_SIZE:
-                    raise RemoteStorageError(f"{key}: a batch length at {position + at} is corrupt")
+                where = f"the batch at byte {position + at}"
+                if length < HEADER_SIZE or position + at + length > size:
+                    raise _Damaged(f"{where} has an impossible length {length}")
                 if at + length > len(chunk):
                     break  # the batch continues past the window
+                _check(header, expected, segment, epochs, where)
+                if crc32c.crc32c(memoryview(chunk)[at + CRC_START : at + length]) != header.crc:
+                    raise _Damaged(f"{where} (offset {header.base_offset}) fails its CRC")
+                expected = header.last_offset + 1
                 if header.last_offset >= offset:
                     if taken and taken + length > max_bytes:
                         return b"".join(out)
@@ -99,7 +125,7 @@ class RemoteReader:
                     taken += length
                 at += length
             if at == 0:
-                # one batch larger than the window: widen it to that batch
+                # one batch larger than the window: widen the window to it
                 head = self._get(key, size, position, min(size, position + HEADER_SIZE))
                 window = max(window, parse_header(head, 0).size)
                 continue
@@ -115,15 +141,19 @@ class RemoteReader:
             raise RemoteStorageError(f"reading {key} from the object store failed: {exc}") from exc
 
 
-def _crc_ok(data: bytes) -> bool:
-    at = 0
-    view = memoryview(data)
-    while at < len(view):
-        header = parse_header(view, at)
-        end = at + header.size
-        if header.size < HEADER_SIZE or end > len(view):
-            return False
-        if crc32c.crc32c(view[at + CRC_START : end]) != header.crc:
-            return False
-        at = end
-    return True
+class _Damaged(Exception):
+    """What was read is not what was uploaded."""
+
+
+def _check(
+    header: BatchHeader, expected: int, segment: RemoteSegment, epochs: set[int], where: str
+) -> None:
+    """The header fields the batch CRC does not cover."""
+    if header.magic != 2:
+        raise _Damaged(f"{where} has magic {header.magic}")
+    if header.base_offset != expected:
+        raise _Damaged(f"{where} starts at offset {header.base_offset}, not {expected}")
+    if header.last_offset > segment.end_offset:
+        raise _Damaged(f"{where} ends at {header.last_offset}, past the segment")
+    if epochs and header.leader_epoch not in epochs:
+        raise _Damaged(f"{where} has leader epoch {header.leader_epoch}, not one of the segment's")

@@ -340,3 +340,71 @@ def test_delete_records_in_the_remote_tier(broker: BrokerProcess) -> None:
         30,
         "remote segments below the new log start deleted",
     )
+
+
+@pytest.mark.parametrize(("where", "at"), [("records", 40), ("base offset", 6)])
+def test_a_corrupted_object_is_never_served(
+    broker: BrokerProcess, s3: EmbeddedS3, where: str, at: int
+) -> None:
+    """A flipped byte in an uploaded segment, in a part the batch CRC covers or in the base
+    offset (which it does not): consumers get retriable errors for that range, never its
+    records; once the object is whole again the same consumer reads on."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from dataplane.protocol.record_batch import parse_header
+
+    topic = unique("tiered-corrupt")
+    create_topic(broker, topic)
+    produce(broker, topic, RECORDS)
+    wait_tiered(broker, topic)
+
+    def remote_only() -> list[dict[str, Any]] | None:
+        local_start = int(local_segments(broker, topic)[0].name.split(".")[0])
+        found = [s for s in remote_segments(broker, topic) if s["end_offset"] < local_start]
+        return sorted(found, key=lambda s: s["base_offset"]) if len(found) >= 3 else None
+
+    victim = wait_for(remote_only, 60, "three segments only in the remote tier")[1]
+    store = bucket(s3)
+    key = next(
+        k.key for k in store.list("") if victim["segment_id"] in k.key and k.key.endswith(".log")
+    )
+    original = store.get(key)
+    position = 0
+    while position < len(original) // 2:  # a batch in the middle of the object
+        position += parse_header(original, position).size
+    damaged = bytearray(original)
+    damaged[position + at] ^= 0xFF
+    store.put(key, bytes(damaged))
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("corrupt"),
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+    got: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.3):
+                if msg.error() is None:
+                    got.append((msg.offset(), msg.key()))
+        offsets = [o for o, _ in got]
+        assert offsets == list(range(len(offsets))), "in order, nothing skipped"
+        assert all(k == b"%d" % o for o, k in got), "no wrong data"
+        assert victim["base_offset"] <= len(got) <= victim["end_offset"], "stops in the segment"
+        assert "the object is corrupted" in broker.logs()
+
+        store.put(key, original)  # repaired: the reader drops its cached chunks and refetches
+        deadline = time.monotonic() + 30
+        while len(got) < RECORDS and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.3):
+                if msg.error() is None:
+                    got.append((msg.offset(), msg.key()))
+    finally:
+        consumer.close()
+    assert [o for o, _ in got] == list(range(RECORDS))
+    assert all(k == b"%d" % o for o, k in got)
