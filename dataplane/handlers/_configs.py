@@ -198,8 +198,10 @@ def parse_value(definition: ConfigDef, raw: str) -> Any:
         raise invalid(raw, exc.message or "invalid") from None
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
-    """Kafka's LogConfig.validate: every name known, every value valid (InvalidConfig)."""
+def validate_topic_configs(configs: Mapping[str, str | None], *, tiered: bool = True) -> None:
+    """Kafka's LogConfig.validate: every name known, every value valid (InvalidConfig);
+    ``remote.storage.enable=true`` only where the brokers have tiered storage (``tiered``)
+    and not with compaction."""
     nulls = [name for name, value in configs.items() if value is None]
     if nulls:
         raise InvalidConfig(f"Null value not supported for topic configs: {','.join(nulls)}")
@@ -209,6 +211,15 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     for name, value in configs.items():
         assert value is not None
         parse_value(TOPIC_CONFIGS[name], value)
+    if str(configs.get("remote.storage.enable", "")).strip().lower() == "true":
+        if not tiered:
+            raise InvalidConfig(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                "configured with remote log storage (set remote.log.storage.system.enable "
+                "and the tiered.s3.* settings on the brokers)."
+            )
+        if "compact" in str(configs.get("cleanup.policy", "delete")):
+            raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
 
 
 def validate_broker_configs(configs: Mapping[str, str]) -> None:
@@ -392,7 +403,7 @@ def alter_topic(
     info = broker.metadata.topics.get(name)
     current = dict(info.configs) if info is not None else {}
     updated = compute(current)
-    validate_topic_configs(updated)
+    validate_topic_configs(updated, tiered=bool(broker.config["remote.log.storage.system.enable"]))
     if info is None:
         raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
     if not validate_only and updated != current:

@@ -125,7 +125,9 @@ def _create(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only:
     if name in broker.metadata.topics:
         raise TopicAlreadyExists(f"Topic '{name}' already exists.")
     configs: dict[str, str | None] = {c.name: c.value for c in topic.configs}
-    _configs.validate_topic_configs(configs)
+    _configs.validate_topic_configs(
+        configs, tiered=bool(broker.config["remote.log.storage.system.enable"])
+    )
     overrides = {k: v for k, v in configs.items() if v is not None}
     plan = _plan(ctx, topic, changes)
     limit = int(broker.config["max.partitions.per.topic"])

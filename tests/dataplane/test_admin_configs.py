@@ -129,3 +129,13 @@ def test_collisions() -> None:
     assert _configs.colliding_topic("a_b", ["a.b", "c"]) == "a.b"
     assert _configs.colliding_topic("a_b", ["a_b"]) is None
     assert _configs.colliding_topic("ab", ["a.b"]) is None
+
+
+def test_remote_storage_needs_tiered_brokers_and_no_compaction() -> None:
+    tiered = {"remote.storage.enable": "true"}
+    _configs.validate_topic_configs(tiered, tiered=True)
+    _configs.validate_topic_configs({"remote.storage.enable": "false"}, tiered=False)
+    with pytest.raises(InvalidConfig, match="Tiered Storage functionality is disabled"):
+        _configs.validate_topic_configs(tiered, tiered=False)
+    with pytest.raises(InvalidConfig, match="unsupported for the compacted topics"):
+        _configs.validate_topic_configs({**tiered, "cleanup.policy": "compact"}, tiered=True)
