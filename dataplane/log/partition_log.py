@@ -313,7 +313,13 @@ class PartitionLog:
 
     def _write_snapshot(self, offset: int, content: bytes) -> None:
         write_atomically(self.directory / segment_name(offset, SNAPSHOT_SUFFIX), content)
-        for _, path in self._snapshots()[:-KEEP_SNAPSHOTS]:
+        # the newest KEEP_SNAPSHOTS stay; with a remote tier so do those of segments not
+        # uploaded yet (each segment is uploaded with the snapshot at its end)
+        tier = self.remote_tier
+        uploaded = tier.end_offset() if tier is not None and self.tiered else None
+        for at, path in self._snapshots()[:-KEEP_SNAPSHOTS]:
+            if uploaded is not None and at > uploaded:
+                continue
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
@@ -930,6 +936,19 @@ class PartitionLog:
         self._high_watermark = offset
         self._after_truncation()
         log.info("%s: emptied, restarting at offset %d", self.name, offset)
+
+    def restore_producer_snapshot(self, offset: int, snapshot: bytes) -> bool:
+        """Adopt a producer-state snapshot taken at ``offset`` by another replica (from the
+        remote tier), while this log is empty at ``offset``; False if it does not load."""
+        if self.log_end_offset != offset or self.segments[0].size:
+            return False
+        table = ProducerStateTable(self.producers.max_entries)
+        if not table.load_snapshot(snapshot):
+            return False
+        self._write_snapshot(offset, snapshot)
+        self.producers = table
+        self.producers.touch_all(int(time.time() * 1000))
+        return True
 
     def _cut_derived_state(self, offset: int) -> None:
         """Before a truncation at ``offset`` (-1: everything): epoch cache, cleaner

@@ -49,7 +49,7 @@ from dataplane.remote.reader import RemoteReader
 from dataplane.remote.tier import PartitionTier
 from tiered.chunk_cache import ChunkCache
 from tiered.config import ObjectStoreSettings
-from tiered.errors import ObjectStoreError
+from tiered.errors import ObjectNotFound, ObjectStoreError
 from tiered.layout import segment_keys, topic_prefix
 from tiered.object_store import S3ObjectStore
 from tiered.remote_segment import (
@@ -278,6 +278,9 @@ class RemoteLogManager:
         segment = _next_to_copy(plog, uploaded)
         if segment is None:
             return False
+        snapshot = _snapshot_at(plog, segment.next_offset)
+        if snapshot is None and not _rolled_long_ago(plog, segment):
+            return False  # its producer snapshot is written as it is sealed: wait for it
         state = part.state
         assert state is not None
         meta = RemoteSegment(
@@ -302,7 +305,7 @@ class RemoteLogManager:
             log=segment.path,
             index=index,
             epochs=_epochs_text(meta.epochs),
-            snapshot=_snapshot_at(plog, segment.next_offset),
+            snapshot=snapshot,
         )
         self._copying.add(meta.segment_id)
         try:
@@ -374,6 +377,24 @@ class RemoteLogManager:
             raise
         return data
 
+    async def producer_snapshot_at(self, plog: PartitionLog, offset: int) -> bytes | None:
+        """The producer snapshot uploaded with the remote segment that ends just before
+        ``offset``; None when there is none."""
+        remote = self.broker.metadata.remote_log(plog.topic, plog.partition)
+        if remote is None:
+            return None
+        for segment in remote.finished():
+            if segment.end_offset + 1 == offset:
+                key = segment_keys(self.cluster_id, segment).snapshot
+                try:
+                    data: bytes = await self._in(self.readers, self.store.get, key)
+                except ObjectNotFound:
+                    return None
+                except ObjectStoreError as exc:
+                    raise RemoteStorageError(f"reading {key}: {exc}") from exc
+                return data
+        return None
+
     async def offset_for_timestamp(
         self, plog: PartitionLog, timestamp: int
     ) -> tuple[int, int] | None:
@@ -425,6 +446,17 @@ def _next_to_copy(plog: PartitionLog, uploaded: int) -> Segment | None:
             return None
         return segment
     return None
+
+
+SNAPSHOT_WAIT_MS = 5000
+"""How long after its roll a segment waits for its producer snapshot before it is uploaded
+without one (a snapshot pruned earlier never comes)."""
+
+
+def _rolled_long_ago(plog: PartitionLog, segment: Segment) -> bool:
+    later = [s for s in plog.segments if s.base_offset > segment.base_offset]
+    rolled_ms = later[0].created_ms if later else int(time.time() * 1000)
+    return int(time.time() * 1000) - rolled_ms > SNAPSHOT_WAIT_MS
 
 
 def _epochs_of(plog: PartitionLog, segment: Segment) -> tuple[tuple[int, int], ...]:

@@ -49,6 +49,8 @@ class _Followed:
     partition: Partition
     leader_epoch: int
     truncated: bool = False
+    restore_at: int = -1
+    """The log restarted here (the rest is remote only): producer state to restore first."""
 
 
 class ReplicaFetcher:
@@ -93,6 +95,8 @@ class ReplicaFetcher:
                 pending = [f for f in self.partitions.values() if not f.truncated]
                 if pending:
                     await self._truncate(pending)
+                for f in [f for f in self.partitions.values() if f.restore_at >= 0]:
+                    await self._restore_producers(f)
                 ready = [f for f in self.partitions.values() if f.truncated]
                 if not ready:
                     await self._pause(backoff)
@@ -174,6 +178,25 @@ class ReplicaFetcher:
                     plog.truncate_to(target)
                 f.truncated = done  # not done: ask again with the log's new latest epoch
 
+    async def _restore_producers(self, f: _Followed) -> None:
+        """Load the producer snapshot the remote tier holds at the offset where this log
+        restarted (uploaded with the segment that ends there), as Kafka's followers do, so
+        idempotent producers keep their sequences if this replica becomes leader. Without
+        one (or without tiered storage here) the state starts empty."""
+        at, f.restore_at = f.restore_at, -1
+        remote = self.manager.broker.remote
+        plog = f.partition.plog
+        if remote is None or plog.log_end_offset != at:
+            return
+        try:
+            snapshot = await remote.producer_snapshot_at(plog, at)
+        except (BrokerError, OSError) as exc:
+            log.warning("%s: no producer state from the remote tier: %s", plog.name, exc)
+            return
+        if snapshot is not None and plog.log_end_offset == at:
+            plog.restore_producer_snapshot(at, snapshot)
+            log.info("%s: producer state restored from the remote tier at %d", plog.name, at)
+
     async def _fetch(self, ready: list[_Followed]) -> None:
         by_topic: dict[str, list[_Followed]] = {}
         for f in ready:
@@ -243,6 +266,7 @@ class ReplicaFetcher:
                 leader_start,
             )
             plog.truncate_fully_and_start_at(leader_start)
+            f.restore_at = leader_start
             return True
         if code == ErrorCode.offset_out_of_range:
             leader_start = int(part.log_start_offset)  # type: ignore[attr-defined]

@@ -151,6 +151,11 @@ def test_failover_continues_uploads_without_orphans(s3: EmbeddedS3, tmp_path: Pa
 
         cluster.start(leader)
         wait_in_isr(admin, topic, leader, 90)
+        # far behind the leader's local log start: it started there, with the producer
+        # state uploaded with the segment that ends there
+        logs = cluster.logs(leader, 2000)
+        assert "are in the remote tier; starting the log there" in logs
+        assert "producer state restored from the remote tier" in logs
 
         # nothing uploaded twice: finished segments do not start at the same offset, and
         # they cover [first, last] without holes
