@@ -169,6 +169,43 @@ def consume_all(broker: BrokerProcess, topic: str, expected: int) -> list[tuple[
     return got
 
 
+def first_local(broker: BrokerProcess, topic: str) -> int:
+    return int(local_segments(broker, topic)[0].name.split(".")[0])
+
+
+def reading(broker: BrokerProcess, topic: str, offset: int = 0) -> Any:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "log_level": 0,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, offset)])
+    return consumer
+
+
+def drain(consumer: Any, seconds: float, until: int = -1) -> list[tuple[int, bytes]]:
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and (until < 0 or len(got) < until):
+        for msg in consumer.consume(1000, 0.3):
+            if msg.error() is None:
+                got.append((msg.offset(), msg.key()))
+    return got
+
+
+def consume_from(broker: BrokerProcess, topic: str, offset: int, count: int) -> list[Any]:
+    consumer = reading(broker, topic, offset)
+    try:
+        return drain(consumer, 10, count)
+    finally:
+        consumer.close()
+
+
 def wait_tiered(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
     """Until segments are remote and the local log starts above 0."""
 
@@ -294,11 +331,15 @@ def test_object_store_down_keeps_local_data_and_catches_up(
     try:
         topic = unique("tiered-down")
         create_topic(proc, topic)
-        produce(proc, topic, 500)
-        wait_for(lambda: remote_segments(proc, topic), 60, "a first upload")
+        produce(proc, topic, 1000)
+        wait_for(
+            lambda: remote_segments(proc, topic) and first_local(proc, topic) > 0,
+            60,
+            "a first upload, deleted locally",
+        )
         port = s3.port
         s3.kill()
-        produce(proc, topic, RECORDS, start=500)  # produce keeps working
+        produce(proc, topic, RECORDS - 500, start=1000)  # produce keeps working
         time.sleep(2)  # several upload attempts fail meanwhile
         before = remote_segments(proc, topic)
         local = local_segments(proc, topic)
@@ -306,13 +347,22 @@ def test_object_store_down_keeps_local_data_and_catches_up(
         assert int(local[0].name.split(".")[0]) < uploaded_end + 1, "nothing unuploaded deleted"
         assert watermarks(proc, topic) == (0, RECORDS + 500)
 
+        # reads of the remote part fail (retriable) and return nothing wrong; the local part
+        # is still served
+        reader = reading(proc, topic)
+        early = drain(reader, 3)
+        assert early == [], "nothing from the remote part while the store is down"
+        local_start = first_local(proc, topic)
+        assert consume_from(proc, topic, local_start, 10)[0][0] == local_start
+
         s3 = EmbeddedS3(tmp_path / "s3", port=port).start()  # back, with what it had
         wait_for(
             lambda: max(s["end_offset"] for s in remote_segments(proc, topic)) > uploaded_end,
             60,
             "uploads catching up",
         )
-        got = consume_all(proc, topic, RECORDS + 500)
+        got = early + drain(reader, 30, RECORDS + 500)  # the same consumer reads on
+        reader.close()
         assert [o for o, _ in got] == list(range(RECORDS + 500))
     finally:
         proc.stop()
