@@ -94,9 +94,8 @@ class RemoteLogManager:
             int(config["remote.fetch.chunk.bytes"]),
         )
         self.reader = RemoteReader(self.store, self.cache, self.cluster_id)
-        self.copiers = ThreadPoolExecutor(
-            int(config["remote.log.manager.copier.thread.pool.size"]), "remote-copy"
-        )
+        self.copier_threads = int(config["remote.log.manager.copier.thread.pool.size"])
+        self.copiers = ThreadPoolExecutor(self.copier_threads, "remote-copy")
         self.readers = ThreadPoolExecutor(int(config["remote.log.reader.threads"]), "remote-read")
         self._backoff: dict[tuple[str, int], _Backoff] = {}
         self._copying: set[str] = set()
@@ -143,13 +142,21 @@ class RemoteLogManager:
             except ObjectStoreError as exc:
                 log.warning("object store not ready (%s); retrying", exc)
                 return
+        due = []
+        now = time.monotonic()
         for part in list(self.broker.replicas.partitions.values()):
             if not part.is_leader or part.state is None or not part.plog.tiered:
                 continue
-            key = (part.topic, part.index)
-            backoff = self._backoff.get(key)
-            if backoff is not None and time.monotonic() < backoff.next_attempt:
-                continue
+            backoff = self._backoff.get((part.topic, part.index))
+            if backoff is None or now >= backoff.next_attempt:
+                due.append(part)
+        # partitions in parallel, as many as there are copier threads; each one in order
+        slots = asyncio.Semaphore(self.copier_threads)
+        await asyncio.gather(*(self._maintain_one(part, slots) for part in due))
+
+    async def _maintain_one(self, part: Partition, slots: asyncio.Semaphore) -> None:
+        key = (part.topic, part.index)
+        async with slots:
             try:
                 await self._maintain(part)
                 self._backoff.pop(key, None)
@@ -250,16 +257,15 @@ class RemoteLogManager:
         now_ms = int(time.time() * 1000)
         retention_ms = int(plog.config("retention.ms"))
         retention_bytes = int(plog.config("retention.bytes"))
-        local_above = sum(
-            s.size for s in plog.segments if s.base_offset >= remote.end_offset()
-        ) + sum(
-            s.size for s in plog.segments if s.base_offset < remote.end_offset() < s.next_offset
-        )
-        excess = remote.size_bytes() + local_above - retention_bytes if retention_bytes >= 0 else -1
+        # the log's size: what is remote, plus local segments holding offsets that are not
+        remote_end = remote.end_offset()
+        local_only = sum(s.size for s in plog.segments if s.next_offset > remote_end)
+        excess = remote.size_bytes() + local_only - retention_bytes if retention_bytes >= 0 else -1
         doomed: list[RemoteSegment] = []
         for segment in finished:
             below_start = segment.end_offset < remote.log_start_offset
-            expired = retention_ms >= 0 and now_ms - segment.max_timestamp > retention_ms
+            newest = segment.max_timestamp if segment.max_timestamp >= 0 else segment.created_ms
+            expired = retention_ms >= 0 and now_ms - newest > retention_ms
             oversize = retention_bytes >= 0 and excess - segment.size_bytes >= 0
             if not (below_start or expired or oversize):
                 break
