@@ -1,7 +1,8 @@
 """The cloud flow, as a user runs it: `python -m controlplane.demo` (for `make demo`).
 
     cloudctl up → create-cluster (3 brokers) → create-topic → produce and consume 10,000
-    records with a real Kafka client (confluent-kafka) → describe → leave it running
+    records with a real Kafka client (confluent-kafka) → a tiered topic: old segments move
+    to the object store and are read back from offset 0 → describe → leave it running
 
 Uses ``$SLUICE_HOME`` (default ``~/.sluice``), so plain ``cloudctl`` commands work afterwards.
 The demo cluster ``sluice-demo`` is re-created on every run; other clusters are left alone.
@@ -20,6 +21,8 @@ from pathlib import Path
 CLUSTER = "sluice-demo"
 TOPIC = "demo-events"
 COUNT = 10_000
+HISTORY = "demo-history"
+HISTORY_COUNT = 20_000
 CLOUDCTL = str(Path(sys.executable).parent / "cloudctl")
 
 
@@ -83,6 +86,68 @@ def round_trip(bootstrap: str) -> None:
     print(f"  all {COUNT:,} records came back")
 
 
+def remote_segments(bootstrap: str, topic: str) -> list[dict[str, object]]:
+    """What the remote tier holds of ``topic`` (DescribeRemoteLog, asked of one broker)."""
+    import asyncio
+    import json
+
+    from controlplane.kafka import KafkaConnection
+    from tiered.remote_log_api import DescribeRemoteLogRequest
+
+    async def ask() -> list[dict[str, object]]:
+        host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
+        async with await KafkaConnection.open(host, int(port), 10) as conn:
+            payload = json.dumps({"topics": [topic]}).encode()
+            response = await conn.request(DescribeRemoteLogRequest(payload=payload), 10)
+        doc = json.loads(response.payload or b"{}")
+        parts = doc.get("topics", {}).get(topic, {}).get("partitions", {})
+        return [s for p in parts.values() for s in p["segments"] if s["state"] == "copy_finished"]
+
+    return asyncio.run(ask())
+
+
+def tiering(bootstrap: str) -> None:
+    """A topic whose closed segments go to the object store, read back from offset 0."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    print(f"\nproducing {HISTORY_COUNT:,} records of 500 B to {HISTORY} (remote.storage.enable)")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    for i in range(HISTORY_COUNT):
+        producer.produce(HISTORY, key=f"{i}", value=b"h" * 500)
+        if i % 1000 == 0:
+            producer.poll(0)
+    if producer.flush(60):
+        sys.exit("demo: history records unacknowledged")
+    print("waiting for the leader to upload closed segments to the object store", end="")
+    deadline = time.monotonic() + 90
+    segments: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        segments = remote_segments(bootstrap, HISTORY)
+        if len(segments) >= 5:
+            break
+        print(".", end="", flush=True)
+        time.sleep(1)
+    size = sum(int(str(s["size_bytes"])) for s in segments)
+    print(f"\n  {len(segments)} segments ({size / 1e6:.1f} MB) in the object store")
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"demo-{uuid.uuid4().hex[:8]}"}
+    )
+    consumer.assign([TopicPartition(HISTORY, 0, OFFSET_BEGINNING)])
+    seen = 0
+    first = -1
+    deadline = time.monotonic() + 120
+    while seen < HISTORY_COUNT and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 1.0):
+            offset = msg.offset()
+            if msg.error() is None and offset is not None:
+                first = offset if first < 0 else first
+                seen += 1
+    consumer.close()
+    if seen != HISTORY_COUNT or first != 0:
+        sys.exit(f"demo: read {seen} of {HISTORY_COUNT} history records (first offset {first})")
+    print(f"  read all {HISTORY_COUNT:,} back from offset 0, across the object store and disk")
+
+
 def main() -> None:
     home = os.environ.get("SLUICE_HOME") or str(Path("~/.sluice").expanduser())
     print(f"Sluice cloud demo (SLUICE_HOME={home})")
@@ -103,6 +168,23 @@ def main() -> None:
     )
     bootstrap = cloudctl("get-bootstrap-brokers", CLUSTER).strip()
     round_trip(bootstrap)
+    cloudctl(
+        "create-topic",
+        "--cluster",
+        CLUSTER,
+        HISTORY,
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+        "--config",
+        "remote.storage.enable=true",
+        "--config",
+        "segment.bytes=1048576",
+        "--config",
+        "local.retention.bytes=2097152",
+    )
+    tiering(bootstrap)
     cloudctl("describe-cluster", CLUSTER)
     cloudctl("describe-topic", "--cluster", CLUSTER, TOPIC)
     cloudctl("status")
