@@ -196,6 +196,9 @@ def topic_json(topic: topics_pb2.Topic, *, detail: bool) -> dict[str, Any]:
         "internal": topic.internal,
     }
     if detail:
+        out["hot_bytes"] = topic.hot_bytes
+        out["tiered_bytes"] = topic.tiered_bytes
+        out["tiered_segments"] = topic.tiered_segments
         out["config"] = dict(sorted(topic.config.items()))
         out["effective_config"] = dict(sorted(topic.effective_config.items()))
         out["partition_details"] = [
@@ -227,6 +230,7 @@ def topic_table(topic: topics_pb2.Topic) -> str:
             ("partitions", topic.partitions),
             ("replication factor", topic.replication_factor),
             ("under-replicated", ", ".join(lagging) or "none"),
+            ("storage", storage_text(topic)),
             ("config", config_text(topic.config)),
         ]
     )
@@ -243,6 +247,42 @@ def topic_table(topic: topics_pb2.Topic) -> str:
         ],
     )
     return f"{head}\n\n{parts}"
+
+
+def storage_text(topic: topics_pb2.Topic) -> str:
+    hot = f"{byte_size(topic.hot_bytes)} hot (local, all replicas)"
+    if not topic.tiered_segments:
+        return hot
+    segments = "segment" if topic.tiered_segments == 1 else "segments"
+    return f"{hot}, {byte_size(topic.tiered_bytes)} tiered ({topic.tiered_segments} {segments})"
+
+
+def byte_size(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def orphans_json(reply: topics_pb2.FindOrphansResponse) -> dict[str, Any]:
+    return {
+        "orphans": [{"key": o.key, "size": o.size, "reason": o.reason} for o in reply.orphans],
+        "total_bytes": reply.total_bytes,
+        "scanned": reply.scanned,
+        "deleted": reply.deleted,
+    }
+
+
+def orphans_text(reply: topics_pb2.FindOrphansResponse) -> str:
+    verb = "deleted" if reply.deleted else "found"
+    summary = (
+        f"{len(reply.orphans)} orphaned object(s), {byte_size(reply.total_bytes)}, {verb} "
+        f"among {reply.scanned} object(s)"
+    )
+    if not reply.orphans:
+        return summary
+    rows = table(["KEY", "SIZE", "REASON"], [(o.key, o.size, o.reason) for o in reply.orphans])
+    return f"{rows}\n\n{summary}"
 
 
 def topics_table(topics: Sequence[topics_pb2.Topic]) -> str:

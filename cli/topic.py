@@ -1,4 +1,5 @@
-"""Topic commands: create, list, describe, delete, alter config (through the control plane)."""
+"""Topic commands: create, list, describe, delete, alter config, find orphaned remote objects
+(through the control plane)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ import click
 
 from cli.client import Api, Env
 from cli.cluster import parse_settings
-from cli.output import emit_json, output_option, topic_json, topic_table, topics_table
+from cli.output import (
+    emit_json,
+    orphans_json,
+    orphans_text,
+    output_option,
+    topic_json,
+    topic_table,
+    topics_table,
+)
 from proto.sluice.v1 import topics_pb2 as pb
 
 ADMIN_TIMEOUT = 60.0
@@ -138,4 +147,39 @@ def alter_topic_config(
     show(reply, output)
 
 
-COMMANDS = [create_topic, list_topics, describe_topic, delete_topic, alter_topic_config]
+@click.command("find-orphans")
+@cluster_option
+@click.option("--delete", is_flag=True, help="Remove what is found.")
+@click.option(
+    "--min-age-seconds",
+    type=click.IntRange(min=0),
+    default=300,
+    show_default=True,
+    help="Leave out younger objects (an upload may be in flight before its record shows).",
+)
+@output_option
+@click.pass_obj
+def find_orphans(
+    env: Env, *, cluster: str, delete: bool, min_age_seconds: int, output: str
+) -> None:
+    """Objects in the cluster's bucket that no tiered segment record names."""
+    api = Api(env)
+    reply = api.call(
+        api.topics.FindOrphans,
+        pb.FindOrphansRequest(cluster=cluster, delete=delete, min_age_seconds=min_age_seconds),
+        ADMIN_TIMEOUT,
+    )
+    if output == "json":
+        emit_json(orphans_json(reply))
+    else:
+        click.echo(orphans_text(reply))
+
+
+COMMANDS = [
+    create_topic,
+    list_topics,
+    describe_topic,
+    delete_topic,
+    alter_topic_config,
+    find_orphans,
+]

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import datetime
 import io
+import json
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -372,6 +373,20 @@ class Admin:
             for topic in response.topics
             for p in topic.partitions
         }
+
+    async def describe_remote_log(self, topics: list[str] | None = None) -> dict[str, Any]:
+        """What the remote tier holds (Sluice's DescribeRemoteLog; the JSON document of
+        ``tiered.remote_log_api``)."""
+        from tiered.remote_log_api import DescribeRemoteLogRequest
+
+        payload = json.dumps({"version": 1, "topics": topics}).encode()
+        response = await self._call(DescribeRemoteLogRequest(payload=payload))
+        if response.error_code != ErrorCode.none:
+            raise KafkaResponseError(
+                response.error_code, response.error_message, "describe remote log"
+            )
+        doc: dict[str, Any] = json.loads(response.payload)
+        return doc
 
     async def unregister_broker(self, broker_id: int) -> None:
         response = await self._call(

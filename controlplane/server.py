@@ -104,7 +104,9 @@ class ControlPlane:
         )
         self.manager = ClusterManager(self.store, self.settings, self.home, self.object_store)
         frontend = ClusterFrontend(self.store, self.manager, self.settings)
-        topic_ops = TopicOps(self.store, self.settings.kafka_request_timeout_ms / 1000)
+        topic_ops = TopicOps(
+            self.store, self.settings.kafka_request_timeout_ms / 1000, self.object_store
+        )
 
         server = grpc.aio.server(interceptors=[BearerTokenInterceptor(token)])
         try:

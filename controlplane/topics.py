@@ -11,9 +11,12 @@ are the cluster's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -26,7 +29,11 @@ from controlplane.kafka import (
     TopicMetadata,
     on_any,
 )
+from controlplane.objectstore import ObjectStoreManager
 from controlplane.store import BrokerRecord, ClusterRecord, Store
+from tiered.errors import ObjectStoreError
+from tiered.layout import cluster_prefix, parse_key
+from tiered.object_store import ObjectInfo, S3ObjectStore
 
 T = TypeVar("T")
 
@@ -47,6 +54,29 @@ class TopicView:
     meta: TopicMetadata
     config: dict[str, str] = field(default_factory=dict)
     effective_config: dict[str, str] = field(default_factory=dict)
+    hot_bytes: int = 0
+    """Local segment files of the topic on every broker (all replicas)."""
+    tiered_bytes: int = 0
+    """Segments of the topic in the object store (readable ones; stored once)."""
+    tiered_segments: int = 0
+
+
+@dataclass(frozen=True)
+class Orphan:
+    key: str
+    size: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class OrphanReport:
+    orphans: list[Orphan]
+    scanned: int
+    deleted: bool
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(o.size for o in self.orphans)
 
 
 def map_kafka_error(exc: KafkaResponseError, cluster: str, topic: str) -> errors.ControlPlaneError:
@@ -87,9 +117,12 @@ def validate_topic_config(config: dict[str, str], remove: Sequence[str] = ()) ->
 
 
 class TopicOps:
-    def __init__(self, store_: Store, timeout: float) -> None:
+    def __init__(
+        self, store_: Store, timeout: float, object_store: ObjectStoreManager | None = None
+    ) -> None:
         self.store = store_
         self.timeout = timeout
+        self.object_store = object_store
 
     def _cluster(self, name: str, *, change: bool) -> tuple[ClusterRecord, list[BrokerRecord]]:
         cluster = self.store.get_cluster(name)
@@ -175,12 +208,64 @@ class TopicOps:
         meta, entries = await self._on_any(
             brokers, "metadata", both, cluster_name, name, read_only=True
         )
+        remote = await self._on_any(
+            brokers,
+            "describe remote log",
+            lambda a: a.describe_remote_log([name]),
+            cluster_name,
+            name,
+            read_only=True,
+        )
+        segments = [
+            seg
+            for part in remote.get("topics", {}).get(name, {}).get("partitions", {}).values()
+            for seg in part.get("segments", [])
+            if seg.get("state") == "copy_finished"
+        ]
+        hot = await asyncio.to_thread(_hot_bytes, brokers, name, len(meta.partitions))
         return TopicView(
             cluster_name,
             meta,
             config={e.name: e.value or "" for e in entries if e.source == SOURCE_DYNAMIC_TOPIC},
             effective_config={e.name: e.value or "" for e in entries if e.value is not None},
+            hot_bytes=hot,
+            tiered_bytes=sum(int(seg["size_bytes"]) for seg in segments),
+            tiered_segments=len(segments),
         )
+
+    async def find_orphans(
+        self, cluster_name: str, *, delete: bool, min_age_seconds: float
+    ) -> OrphanReport:
+        """Objects under the cluster's prefix that no remote-tier record names."""
+        cluster, brokers = self._cluster(cluster_name, change=False)
+        if self.object_store is None or not cluster.s3_bucket:
+            raise errors.PreconditionFailed(
+                f"cluster {cluster_name!r} has no object store (start the control plane "
+                "with its embedded S3 or --s3-endpoint)"
+            )
+        settings = self.object_store.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
+        store = S3ObjectStore(settings)
+        try:
+            # the listing first, the metadata after: a leader records a copy before it puts
+            # the first object, so every object listed is named by the metadata read later
+            listed = await asyncio.to_thread(
+                lambda: list(store.list(cluster_prefix(cluster.cluster_id)))
+            )
+            remote = await self._on_any(
+                brokers,
+                "describe remote log",
+                lambda a: a.describe_remote_log(None),
+                cluster_name,
+                "",
+                read_only=True,
+            )
+            report = _find_orphans(listed, remote, min_age_seconds)
+            if delete and report.orphans:
+                await asyncio.to_thread(store.delete_many, [o.key for o in report.orphans])
+                report = OrphanReport(report.orphans, report.scanned, deleted=True)
+            return report
+        except ObjectStoreError as exc:
+            raise errors.KafkaError(f"the object store of {cluster_name!r}: {exc}") from None
 
     async def delete_topic(self, cluster_name: str, name: str) -> None:
         _, brokers = self._cluster(cluster_name, change=True)
@@ -207,6 +292,44 @@ class TopicOps:
             read_only=False,
         )
         return await self.describe_topic(cluster_name, name)
+
+
+def _hot_bytes(brokers: Sequence[BrokerRecord], topic: str, partitions: int) -> int:
+    total = 0
+    for broker in brokers:
+        for p in range(partitions):
+            directory = Path(broker.data_dir) / f"{topic}-{p}"
+            with contextlib.suppress(OSError):
+                total += sum(f.stat().st_size for f in directory.glob("*.log"))
+    return total
+
+
+def _find_orphans(
+    listed: Sequence[ObjectInfo], remote: dict[str, Any], min_age_seconds: float
+) -> OrphanReport:
+    named = {
+        seg["segment_id"]
+        for topic in remote.get("topics", {}).values()
+        for part in topic.get("partitions", {}).values()
+        for seg in part.get("segments", [])
+    }
+    live_topics = {t["topic_id"] for t in remote.get("topics", {}).values()}
+    pending = {p["topic_id"] for p in remote.get("pending_topic_deletions", [])}
+    cutoff = datetime.now(UTC) - timedelta(seconds=min_age_seconds)
+    orphans: list[Orphan] = []
+    for info in listed:
+        if info.last_modified is not None and info.last_modified > cutoff:
+            continue
+        parsed = parse_key(info.key)
+        if parsed is None:
+            orphans.append(Orphan(info.key, info.size, "unparseable"))
+        elif parsed.topic_id in pending:
+            continue  # its topic's deletion is under way
+        elif parsed.topic_id not in live_topics:
+            orphans.append(Orphan(info.key, info.size, "deleted topic"))
+        elif parsed.segment_id not in named:
+            orphans.append(Orphan(info.key, info.size, "unknown segment"))
+    return OrphanReport(orphans, len(listed), deleted=False)
 
 
 def plan_reassignment(

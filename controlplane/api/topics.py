@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from controlplane import errors
 from controlplane.api.common import rpc
 from controlplane.topics import TopicOps, TopicView
 from proto.sluice.v1 import topics_pb2 as pb
@@ -25,6 +26,9 @@ def to_pb(view: TopicView) -> pb.Topic:
             pb.Partition(partition=p.partition, leader=p.leader, replicas=p.replicas, isr=p.isr)
             for p in meta.partitions
         ],
+        hot_bytes=view.hot_bytes,
+        tiered_bytes=view.tiered_bytes,
+        tiered_segments=view.tiered_segments,
     )
 
 
@@ -73,3 +77,20 @@ class TopicsService(pb_grpc.TopicsServicer):
             request.cluster, request.name, dict(request.config), list(request.remove)
         )
         return to_pb(view)
+
+    @rpc
+    async def FindOrphans(
+        self, request: pb.FindOrphansRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FindOrphansResponse:
+        min_age = request.min_age_seconds if request.HasField("min_age_seconds") else 300
+        if min_age < 0:
+            raise errors.BadRequest(f"min_age_seconds must be >= 0, got {min_age}")
+        report = await self.ops.find_orphans(
+            request.cluster, delete=request.delete, min_age_seconds=min_age
+        )
+        return pb.FindOrphansResponse(
+            orphans=[pb.Orphan(key=o.key, size=o.size, reason=o.reason) for o in report.orphans],
+            total_bytes=report.total_bytes,
+            scanned=report.scanned,
+            deleted=report.deleted,
+        )

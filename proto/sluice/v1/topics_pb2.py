@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cproto/sluice/v1/topics.proto\x12\tsluice.v1\"M\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\"\x81\x03\n\x05Topic\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08topic_id\x18\x03 \x01(\t\x12\x12\n\npartitions\x18\x04 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x05 \x01(\x05\x12\x10\n\x08internal\x18\x06 \x01(\x08\x12,\n\x06\x63onfig\x18\x07 \x03(\x0b\x32\x1c.sluice.v1.Topic.ConfigEntry\x12?\n\x10\x65\x66\x66\x65\x63tive_config\x18\x08 \x03(\x0b\x32%.sluice.v1.Topic.EffectiveConfigEntry\x12/\n\x11partition_details\x18\t \x03(\x0b\x32\x14.sluice.v1.Partition\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x36\n\x14\x45\x66\x66\x65\x63tiveConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfd\x01\n\x12\x43reateTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\npartitions\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1f\n\x12replication_factor\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x39\n\x06\x63onfig\x18\x05 \x03(\x0b\x32).sluice.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\r\n\x0b_partitionsB\x15\n\x13_replication_factor\">\n\x11ListTopicsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x18\n\x10include_internal\x18\x02 \x01(\x08\"6\n\x12ListTopicsResponse\x12 \n\x06topics\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Topic\"5\n\x14\x44\x65scribeTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"3\n\x12\x44\x65leteTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\xb7\x01\n\x17\x41lterTopicConfigRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12>\n\x06\x63onfig\x18\x03 \x03(\x0b\x32..sluice.v1.AlterTopicConfigRequest.ConfigEntry\x12\x0e\n\x06remove\x18\x04 \x03(\t\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\xef\x02\n\x06Topics\x12>\n\x0b\x43reateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x10.sluice.v1.Topic\x12I\n\nListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\x12\x42\n\rDescribeTopic\x12\x1f.sluice.v1.DescribeTopicRequest\x1a\x10.sluice.v1.Topic\x12L\n\x0b\x44\x65leteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\x12H\n\x10\x41lterTopicConfig\x12\".sluice.v1.AlterTopicConfigRequest\x1a\x10.sluice.v1.Topicb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cproto/sluice/v1/topics.proto\x12\tsluice.v1\"M\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\"\xc3\x03\n\x05Topic\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08topic_id\x18\x03 \x01(\t\x12\x12\n\npartitions\x18\x04 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x05 \x01(\x05\x12\x10\n\x08internal\x18\x06 \x01(\x08\x12,\n\x06\x63onfig\x18\x07 \x03(\x0b\x32\x1c.sluice.v1.Topic.ConfigEntry\x12?\n\x10\x65\x66\x66\x65\x63tive_config\x18\x08 \x03(\x0b\x32%.sluice.v1.Topic.EffectiveConfigEntry\x12/\n\x11partition_details\x18\t \x03(\x0b\x32\x14.sluice.v1.Partition\x12\x11\n\thot_bytes\x18\n \x01(\x03\x12\x14\n\x0ctiered_bytes\x18\x0b \x01(\x03\x12\x17\n\x0ftiered_segments\x18\x0c \x01(\x05\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x36\n\x14\x45\x66\x66\x65\x63tiveConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfd\x01\n\x12\x43reateTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\npartitions\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1f\n\x12replication_factor\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x39\n\x06\x63onfig\x18\x05 \x03(\x0b\x32).sluice.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\r\n\x0b_partitionsB\x15\n\x13_replication_factor\">\n\x11ListTopicsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x18\n\x10include_internal\x18\x02 \x01(\x08\"6\n\x12ListTopicsResponse\x12 \n\x06topics\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Topic\"5\n\x14\x44\x65scribeTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"3\n\x12\x44\x65leteTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\xb7\x01\n\x17\x41lterTopicConfigRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12>\n\x06\x63onfig\x18\x03 \x03(\x0b\x32..sluice.v1.AlterTopicConfigRequest.ConfigEntry\x12\x0e\n\x06remove\x18\x04 \x03(\t\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x12\x46indOrphansRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65lete\x18\x02 \x01(\x08\x12\x1c\n\x0fmin_age_seconds\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x12\n\x10_min_age_seconds\"3\n\x06Orphan\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06reason\x18\x03 \x01(\t\"p\n\x13\x46indOrphansResponse\x12\"\n\x07orphans\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Orphan\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\x12\x0f\n\x07scanned\x18\x03 \x01(\x05\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\x32\xbd\x03\n\x06Topics\x12>\n\x0b\x43reateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x10.sluice.v1.Topic\x12I\n\nListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\x12\x42\n\rDescribeTopic\x12\x1f.sluice.v1.DescribeTopicRequest\x1a\x10.sluice.v1.Topic\x12L\n\x0b\x44\x65leteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\x12H\n\x10\x41lterTopicConfig\x12\".sluice.v1.AlterTopicConfigRequest\x1a\x10.sluice.v1.Topic\x12L\n\x0b\x46indOrphans\x12\x1d.sluice.v1.FindOrphansRequest\x1a\x1e.sluice.v1.FindOrphansResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,29 +42,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARTITION']._serialized_start=43
   _globals['_PARTITION']._serialized_end=120
   _globals['_TOPIC']._serialized_start=123
-  _globals['_TOPIC']._serialized_end=508
-  _globals['_TOPIC_CONFIGENTRY']._serialized_start=407
-  _globals['_TOPIC_CONFIGENTRY']._serialized_end=452
-  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_start=454
-  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_end=508
-  _globals['_CREATETOPICREQUEST']._serialized_start=511
-  _globals['_CREATETOPICREQUEST']._serialized_end=764
-  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_start=407
-  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_end=452
-  _globals['_LISTTOPICSREQUEST']._serialized_start=766
-  _globals['_LISTTOPICSREQUEST']._serialized_end=828
-  _globals['_LISTTOPICSRESPONSE']._serialized_start=830
-  _globals['_LISTTOPICSRESPONSE']._serialized_end=884
-  _globals['_DESCRIBETOPICREQUEST']._serialized_start=886
-  _globals['_DESCRIBETOPICREQUEST']._serialized_end=939
-  _globals['_DELETETOPICREQUEST']._serialized_start=941
-  _globals['_DELETETOPICREQUEST']._serialized_end=992
-  _globals['_DELETETOPICRESPONSE']._serialized_start=994
-  _globals['_DELETETOPICRESPONSE']._serialized_end=1015
-  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_start=1018
-  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_end=1201
-  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_start=407
-  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_end=452
-  _globals['_TOPICS']._serialized_start=1204
-  _globals['_TOPICS']._serialized_end=1571
+  _globals['_TOPIC']._serialized_end=574
+  _globals['_TOPIC_CONFIGENTRY']._serialized_start=473
+  _globals['_TOPIC_CONFIGENTRY']._serialized_end=518
+  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_start=520
+  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_end=574
+  _globals['_CREATETOPICREQUEST']._serialized_start=577
+  _globals['_CREATETOPICREQUEST']._serialized_end=830
+  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_start=473
+  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_end=518
+  _globals['_LISTTOPICSREQUEST']._serialized_start=832
+  _globals['_LISTTOPICSREQUEST']._serialized_end=894
+  _globals['_LISTTOPICSRESPONSE']._serialized_start=896
+  _globals['_LISTTOPICSRESPONSE']._serialized_end=950
+  _globals['_DESCRIBETOPICREQUEST']._serialized_start=952
+  _globals['_DESCRIBETOPICREQUEST']._serialized_end=1005
+  _globals['_DELETETOPICREQUEST']._serialized_start=1007
+  _globals['_DELETETOPICREQUEST']._serialized_end=1058
+  _globals['_DELETETOPICRESPONSE']._serialized_start=1060
+  _globals['_DELETETOPICRESPONSE']._serialized_end=1081
+  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_start=1084
+  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_end=1267
+  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_start=473
+  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_end=518
+  _globals['_FINDORPHANSREQUEST']._serialized_start=1269
+  _globals['_FINDORPHANSREQUEST']._serialized_end=1372
+  _globals['_ORPHAN']._serialized_start=1374
+  _globals['_ORPHAN']._serialized_end=1425
+  _globals['_FINDORPHANSRESPONSE']._serialized_start=1427
+  _globals['_FINDORPHANSRESPONSE']._serialized_end=1539
+  _globals['_TOPICS']._serialized_start=1542
+  _globals['_TOPICS']._serialized_end=1987
 # @@protoc_insertion_point(module_scope)

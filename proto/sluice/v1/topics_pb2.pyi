@@ -18,7 +18,7 @@ class Partition(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Topic(_message.Message):
-    __slots__ = ("cluster", "name", "topic_id", "partitions", "replication_factor", "internal", "config", "effective_config", "partition_details")
+    __slots__ = ("cluster", "name", "topic_id", "partitions", "replication_factor", "internal", "config", "effective_config", "partition_details", "hot_bytes", "tiered_bytes", "tiered_segments")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,9 @@ class Topic(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_CONFIG_FIELD_NUMBER: _ClassVar[int]
     PARTITION_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    HOT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TIERED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TIERED_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     name: str
     topic_id: str
@@ -51,7 +54,10 @@ class Topic(_message.Message):
     config: _containers.ScalarMap[str, str]
     effective_config: _containers.ScalarMap[str, str]
     partition_details: _containers.RepeatedCompositeFieldContainer[Partition]
-    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., internal: bool = ..., config: _Optional[_Mapping[str, str]] = ..., effective_config: _Optional[_Mapping[str, str]] = ..., partition_details: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ...) -> None: ...
+    hot_bytes: int
+    tiered_bytes: int
+    tiered_segments: int
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., internal: bool = ..., config: _Optional[_Mapping[str, str]] = ..., effective_config: _Optional[_Mapping[str, str]] = ..., partition_details: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ..., hot_bytes: _Optional[int] = ..., tiered_bytes: _Optional[int] = ..., tiered_segments: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("cluster", "name", "partitions", "replication_factor", "config")
@@ -126,3 +132,35 @@ class AlterTopicConfigRequest(_message.Message):
     config: _containers.ScalarMap[str, str]
     remove: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class FindOrphansRequest(_message.Message):
+    __slots__ = ("cluster", "delete", "min_age_seconds")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    MIN_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    delete: bool
+    min_age_seconds: int
+    def __init__(self, cluster: _Optional[str] = ..., delete: bool = ..., min_age_seconds: _Optional[int] = ...) -> None: ...
+
+class Orphan(_message.Message):
+    __slots__ = ("key", "size", "reason")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    size: int
+    reason: str
+    def __init__(self, key: _Optional[str] = ..., size: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class FindOrphansResponse(_message.Message):
+    __slots__ = ("orphans", "total_bytes", "scanned", "deleted")
+    ORPHANS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SCANNED_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    orphans: _containers.RepeatedCompositeFieldContainer[Orphan]
+    total_bytes: int
+    scanned: int
+    deleted: bool
+    def __init__(self, orphans: _Optional[_Iterable[_Union[Orphan, _Mapping]]] = ..., total_bytes: _Optional[int] = ..., scanned: _Optional[int] = ..., deleted: bool = ...) -> None: ...

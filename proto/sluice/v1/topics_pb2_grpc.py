@@ -59,6 +59,11 @@ class TopicsStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.AlterTopicConfigRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.Topic.FromString,
                 _registered_method=True)
+        self.FindOrphans = channel.unary_unary(
+                '/sluice.v1.Topics/FindOrphans',
+                request_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansResponse.FromString,
+                _registered_method=True)
 
 
 class TopicsServicer(object):
@@ -95,6 +100,14 @@ class TopicsServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindOrphans(self, request, context):
+        """Objects in the cluster's bucket that the remote-tier metadata does not name (uploads a
+        dead leader left, keys of no segment); with delete, removes them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopicsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -122,6 +135,11 @@ def add_TopicsServicer_to_server(servicer, server):
                     servicer.AlterTopicConfig,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.AlterTopicConfigRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.Topic.SerializeToString,
+            ),
+            'FindOrphans': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindOrphans,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -259,6 +277,33 @@ class Topics(object):
             '/sluice.v1.Topics/AlterTopicConfig',
             proto_dot_sluice_dot_v1_dot_topics__pb2.AlterTopicConfigRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_topics__pb2.Topic.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindOrphans(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.Topics/FindOrphans',
+            proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansResponse.FromString,
             options,
             channel_credentials,
             insecure,
