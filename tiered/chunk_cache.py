@@ -62,20 +62,36 @@ class ChunkCache:
         if start >= end:
             return b""
         first, last = start // self.chunk_bytes, (end - 1) // self.chunk_bytes
-        chunks = self._chunks_for(store, key, object_size, first, last)
-        joined = b"".join(chunks)
-        offset = first * self.chunk_bytes
-        return joined[start - offset : end - offset]
+        chunks = self._chunks_for(store, key, object_size, first, last, start, end)
+        if len(chunks) == 1:
+            return chunks[0]
+        return b"".join(chunks)
 
-    def _chunks_for(
-        self, store: ObjectStore, key: str, object_size: int, first: int, last: int
+    def _chunks_for(  # noqa: PLR0917 - a read's coordinates
+        self,
+        store: ObjectStore,
+        key: str,
+        object_size: int,
+        first: int,
+        last: int,
+        start: int,
+        end: int,
     ) -> list[bytes]:
+        """The pieces of ``[start, end)`` in chunks ``first``..``last``: a cached chunk is
+        read only where the range covers it; missing ones are fetched whole (and cached)."""
+
+        def piece(i: int, data: bytes) -> bytes:
+            base = i * self.chunk_bytes
+            lo, hi = max(start - base, 0), min(end - base, len(data))
+            return data if (lo, hi) == (0, len(data)) else data[lo:hi]
+
         found: dict[int, bytes] = {}
         waits: dict[int, Future[bytes]] = {}
         mine: list[int] = []
         with self._lock:
             for i in range(first, last + 1):
-                data = self._load(key, i)
+                base = i * self.chunk_bytes
+                data = self._load(key, i, max(start - base, 0), end - base)
                 if data is not None:
                     self.hits += 1
                     found[i] = data
@@ -87,7 +103,8 @@ class ChunkCache:
                     mine.append(i)
         try:
             for run in _runs(mine):
-                found.update(self._fetch(store, key, object_size, run))
+                fetched = self._fetch(store, key, object_size, run)
+                found.update({i: piece(i, data) for i, data in fetched.items()})
         except BaseException as exc:
             with self._lock:
                 for i in mine:
@@ -96,7 +113,7 @@ class ChunkCache:
                         future.set_exception(exc)
             raise
         for i, future in waits.items():
-            found[i] = future.result()
+            found[i] = piece(i, future.result())
         return [found[i] for i in range(first, last + 1)]
 
     def _fetch(
@@ -125,12 +142,22 @@ class ChunkCache:
         digest = hashlib.sha256(f"{key}\0{index}".encode()).hexdigest()
         return self.directory / digest[:2] / digest
 
-    def _load(self, key: str, index: int) -> bytes | None:
-        if (key, index) not in self._chunks:
+    def _load(self, key: str, index: int, lo: int, hi: int) -> bytes | None:
+        """Bytes ``[lo, hi)`` of a cached chunk (one pread), or None."""
+        size = self._chunks.get((key, index))
+        if size is None:
             return None
+        hi = min(hi, size)
         try:
-            data = self._path(key, index).read_bytes()
+            fd = os.open(self._path(key, index), os.O_RDONLY)
+            try:
+                data = os.pread(fd, hi - lo, lo)
+            finally:
+                os.close(fd)
         except OSError:
+            self._forget(key, index)
+            return None
+        if len(data) != hi - lo:
             self._forget(key, index)
             return None
         self._chunks.move_to_end((key, index))
