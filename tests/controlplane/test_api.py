@@ -325,7 +325,8 @@ def test_a_killed_broker_heals_with_its_data(plane: ControlPlaneProcess) -> None
         now = plane.get("heal")
         fresh = now.brokers[1]
         ok = now.state == cpb.CLUSTER_STATE_ACTIVE and fresh.restarts == 1
-        return now if ok and fresh.pid not in (0, victim.pid) else None
+        running = fresh.state == cpb.BROKER_STATE_RUNNING
+        return now if ok and running and fresh.pid not in (0, victim.pid) else None
 
     cluster = wait_until(healed, 30, "broker 1 restarted")
     assert (cluster.brokers[1].port, cluster.brokers[1].data_dir) == (victim.port, victim.data_dir)
