@@ -7,6 +7,7 @@ with the raw client to a real broker process, and the answers checked field by f
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from typing import Any
 
@@ -134,7 +135,10 @@ def topic_configs(bootstrap: str, topic: str) -> dict[str, Any]:
 
 def produce(bootstrap: str, topic: str, n: int, partition: int = 0) -> None:
     with RawClient(bootstrap) as client:
-        batch = encode_batch([(b"k", b"v%d" % i) for i in range(n)], timestamp_ms=1000)
+        # now, not a fixed old time: retention.ms (7 days) would expire the records at the
+        # broker's next retention check and move the log start under the test
+        now = int(time.time() * 1000)
+        batch = encode_batch([(b"k", b"v%d" % i) for i in range(n)], timestamp_ms=now)
         part = partition_response(
             client.request(produce_request(topic, batch, partition=partition))
         )
