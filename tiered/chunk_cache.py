@@ -1,13 +1,23 @@
 """A bounded local disk cache of fixed-size chunks of remote objects (remote reads).
 
-Chunk ``i`` of an object is bytes ``[i * chunk_bytes, (i + 1) * chunk_bytes)``. A read
-fetches the chunks it lacks with one ranged GET per contiguous run of missing chunks (the
-embedded S3 serves a ranged GET at the cost of a whole one, so few large requests matter),
-stores each chunk in its own file (temporary file + rename; it is a cache, so no fsync),
-and evicts least-recently-used chunks until the cache is under ``max_bytes``. Two threads
-missing the same chunk fetch it once. Files left by an earlier process are removed at
-start. Remote segments are immutable (a re-upload gets a new key), so a cached chunk is
-never stale; a reader that finds a corrupted batch calls ``invalidate`` and reads again.
+Chunk ``i`` of an object is bytes ``[i * chunk_bytes, (i + 1) * chunk_bytes)`` (the last
+one shorter). ``read`` serves what is cached from disk and fetches the chunks it lacks with
+ONE ranged GET per contiguous run of missing chunks: the embedded S3 serves a ranged GET at
+the cost of a whole one, so few large requests matter. Each fetched chunk goes to its own
+file, named by a hash of (object key, chunk index), written to a temporary file and renamed
+(it is a cache: no fsync). An in-memory index (LRU order, sizes) says what is cached; after
+each fetch the least recently used chunks are evicted until the cache holds at most
+``max_bytes`` (while fetches are being written it may briefly hold those chunks more). A read
+larger than the cache still returns all its bytes and caches the chunks at its end that fit.
+
+Threads: one lock guards the index; file reads and writes, and requests, happen outside it.
+A chunk being fetched has an in-flight future: a second reader missing it waits for the
+first instead of fetching it again. A cached chunk is opened under the lock and read after,
+so an eviction meanwhile does not pull the file from under the reader.
+
+Remote segments are immutable (a re-upload is a new attempt with a new key), so a cached
+chunk is never stale; a reader that finds a corrupted batch calls ``invalidate`` and reads
+again. Files left in the directory by an earlier process are removed at construction.
 """
 
 from __future__ import annotations
@@ -21,28 +31,50 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from pathlib import Path
 
+from tiered.errors import ObjectStoreError
 from tiered.object_store import ObjectStore
+
+CHUNK_BYTES_KEY = "remote.fetch.chunk.bytes"
+DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
+CACHE_BYTES_KEY = "remote.fetch.cache.bytes"
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+
+_Chunk = tuple[str, int]
+"""(object key, chunk index)."""
 
 
 class ChunkCache:
-    def __init__(self, directory: Path, max_bytes: int, chunk_bytes: int) -> None:
+    """Thread-safe; one per broker, under ``DATA_DIR/.remote-cache``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        max_bytes: int = DEFAULT_CACHE_BYTES,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    ) -> None:
         if chunk_bytes <= 0:
-            raise ValueError("chunk_bytes must be positive")
+            raise ValueError(f"{CHUNK_BYTES_KEY} must be positive, got {chunk_bytes}")
+        if max_bytes < 0:
+            raise ValueError(f"{CACHE_BYTES_KEY} must not be negative, got {max_bytes}")
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.chunk_bytes = chunk_bytes
-        shutil.rmtree(self.directory, ignore_errors=True)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        _empty_directory(self.directory)
         self._lock = threading.Lock()
-        self._chunks: OrderedDict[tuple[str, int], int] = OrderedDict()
-        """(key, chunk index) -> size, least recently used first."""
+        self._chunks: OrderedDict[_Chunk, int] = OrderedDict()
+        """Cached chunk -> its size in bytes, least recently used first."""
         self._size = 0
-        self._inflight: dict[tuple[str, int], Future[bytes]] = {}
+        self._inflight: dict[_Chunk, Future[bytes]] = {}
         self.hits = 0
+        """Chunks served without a request of their own (from disk, or fetched by a
+        concurrent reader)."""
         self.misses = 0
+        """Chunks this cache had to fetch."""
         self.fetched_bytes = 0
         self.requests = 0
+        """Ranged GETs sent."""
         self.evictions = 0
+        """Chunks evicted to stay under ``max_bytes``."""
 
     def stats(self) -> dict[str, int]:
         with self._lock:
@@ -56,157 +88,253 @@ class ChunkCache:
                 "cached_chunks": len(self._chunks),
             }
 
+    # ------------------------------------------------------------------ reads
+
     def read(self, store: ObjectStore, key: str, object_size: int, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object (``end`` clamped to its size)."""
+        """Bytes ``[start, end)`` of the object (``end`` clamped to ``object_size``).
+
+        Raises the store's errors (``ObjectStoreUnavailable`` is retriable), and
+        ``ObjectStoreError`` if the object is shorter than ``object_size``.
+        """
+        if start < 0:
+            raise ValueError(f"read {key}: negative start {start}")
         end = min(end, object_size)
         if start >= end:
             return b""
         first, last = start // self.chunk_bytes, (end - 1) // self.chunk_bytes
-        chunks = self._chunks_for(store, key, object_size, first, last, start, end)
-        if len(chunks) == 1:
-            return chunks[0]
-        return b"".join(chunks)
+        cached: dict[int, tuple[int, int]] = {}  # chunk -> (open fd, chunk size)
+        waits: dict[int, Future[bytes]] = {}
+        mine: dict[int, Future[bytes]] = {}
+        with self._lock:
+            for i in range(first, last + 1):
+                expected = min(self.chunk_bytes, object_size - i * self.chunk_bytes)
+                opened = self._open(key, i, expected)
+                if opened is not None:
+                    self.hits += 1
+                    cached[i] = opened
+                elif (future := self._inflight.get((key, i))) is not None:
+                    self.hits += 1
+                    waits[i] = future
+                else:
+                    self.misses += 1
+                    mine[i] = self._inflight[(key, i)] = Future()
+        pieces: dict[int, bytes] = {}
+        try:
+            # our own fetches first: other readers may be waiting for them
+            for run in _runs(sorted(mine)):
+                fetched = self._fetch(store, key, object_size, run, mine)
+                pieces.update((i, self._piece(i, data, start, end)) for i, data in fetched.items())
+            for i in sorted(cached):
+                fd, size = cached.pop(i)
+                pieces[i] = self._read_cached(store, key, i, fd, size, start, end)
+            for i, future in waits.items():
+                pieces[i] = self._piece(i, future.result(), start, end)
+        except BaseException as exc:
+            self._fail(key, mine, exc)
+            raise
+        finally:
+            for fd, _ in cached.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if first == last:
+            return pieces[first]
+        return b"".join(pieces[i] for i in range(first, last + 1))
 
-    def _chunks_for(  # noqa: PLR0917 - a read's coordinates
+    def _piece(self, index: int, data: bytes, start: int, end: int) -> bytes:
+        """The part of chunk ``index`` (``data``) inside ``[start, end)``."""
+        base = index * self.chunk_bytes
+        lo, hi = max(start - base, 0), min(end - base, len(data))
+        return data if (lo, hi) == (0, len(data)) else data[lo:hi]
+
+    def _read_cached(  # noqa: PLR0917 - a read's coordinates
+        self, store: ObjectStore, key: str, index: int, fd: int, size: int, start: int, end: int
+    ) -> bytes:
+        """The part of a cached chunk inside ``[start, end)``, one pread (closes ``fd``). A
+        chunk file that cannot be read whole is dropped and the part fetched directly."""
+        base = index * self.chunk_bytes
+        lo, hi = max(start - base, 0), min(end - base, size)
+        try:
+            data = os.pread(fd, hi - lo, lo)
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        if len(data) == hi - lo:
+            return data
+        with self._lock:
+            self._forget((key, index))
+        data = store.get_range(key, base + lo, base + hi)
+        with self._lock:
+            self.requests += 1
+            self.fetched_bytes += len(data)
+        if len(data) != hi - lo:
+            raise ObjectStoreError(
+                f"{key}: bytes [{base + lo}, {base + hi}) asked, {len(data)} returned",
+                op="get_range",
+                key=key,
+            )
+        return data
+
+    def _fetch(
         self,
         store: ObjectStore,
         key: str,
         object_size: int,
-        first: int,
-        last: int,
-        start: int,
-        end: int,
-    ) -> list[bytes]:
-        """The pieces of ``[start, end)`` in chunks ``first``..``last``: a cached chunk is
-        read only where the range covers it; missing ones are fetched whole (and cached)."""
-
-        def piece(i: int, data: bytes) -> bytes:
-            base = i * self.chunk_bytes
-            lo, hi = max(start - base, 0), min(end - base, len(data))
-            return data if (lo, hi) == (0, len(data)) else data[lo:hi]
-
-        found: dict[int, bytes] = {}
-        waits: dict[int, Future[bytes]] = {}
-        mine: list[int] = []
-        with self._lock:
-            for i in range(first, last + 1):
-                base = i * self.chunk_bytes
-                data = self._load(key, i, max(start - base, 0), end - base)
-                if data is not None:
-                    self.hits += 1
-                    found[i] = data
-                elif (key, i) in self._inflight:
-                    waits[i] = self._inflight[(key, i)]
-                else:
-                    self.misses += 1
-                    self._inflight[(key, i)] = Future()
-                    mine.append(i)
-        try:
-            for run in _runs(mine):
-                fetched = self._fetch(store, key, object_size, run)
-                found.update({i: piece(i, data) for i, data in fetched.items()})
-        except BaseException as exc:
-            with self._lock:
-                for i in mine:
-                    future = self._inflight.pop((key, i), None)
-                    if future is not None and not future.done():
-                        future.set_exception(exc)
-            raise
-        for i, future in waits.items():
-            found[i] = piece(i, future.result())
-        return [found[i] for i in range(first, last + 1)]
-
-    def _fetch(
-        self, store: ObjectStore, key: str, object_size: int, run: list[int]
+        run: list[int],
+        futures: dict[int, Future[bytes]],
     ) -> dict[int, bytes]:
-        start = run[0] * self.chunk_bytes
-        end = min(object_size, (run[-1] + 1) * self.chunk_bytes)
-        data = store.get_range(key, start, end)
-        out = {}
-        for i in run:
-            at = (i - run[0]) * self.chunk_bytes
-            out[i] = data[at : at + self.chunk_bytes]
+        """One ranged GET for the contiguous chunks ``run``; caches what fits and resolves
+        their in-flight futures."""
+        lo = run[0] * self.chunk_bytes
+        hi = min(object_size, (run[-1] + 1) * self.chunk_bytes)
+        data = store.get_range(key, lo, hi)
         with self._lock:
             self.requests += 1
             self.fetched_bytes += len(data)
-            for i, chunk in out.items():
-                self._store(key, i, chunk)
-                future = self._inflight.pop((key, i), None)
-                if future is not None:
-                    future.set_result(chunk)
-        return out
+        if len(data) != hi - lo:
+            raise ObjectStoreError(
+                f"{key}: bytes [{lo}, {hi}) asked, {len(data)} returned: the object is shorter"
+                f" than the {object_size} bytes its reader expects",
+                op="get_range",
+                key=key,
+            )
+        chunks = {i: data[at : at + self.chunk_bytes] for i, at in _offsets(run, self.chunk_bytes)}
+        written = [i for i in self._fitting(run, chunks) if self._write((key, i), chunks[i])]
+        with self._lock:
+            for i in written:
+                self._add((key, i), len(chunks[i]))
+            self._evict()
+            for i in run:
+                if self._inflight.get((key, i)) is futures[i]:
+                    del self._inflight[(key, i)]
+        for i in run:
+            futures[i].set_result(chunks[i])
+        return chunks
 
-    # ------------------------------------------------------------------ files (lock held)
+    def _fitting(self, run: list[int], chunks: dict[int, bytes]) -> list[int]:
+        """The chunks of ``run`` worth writing: the last ones whose total fits the cache
+        (the earlier ones would be evicted by them at once)."""
+        keep: list[int] = []
+        total = 0
+        for i in reversed(run):
+            total += len(chunks[i])
+            if total > self.max_bytes:
+                break
+            keep.append(i)
+        return keep
 
-    def _path(self, key: str, index: int) -> Path:
+    def _fail(self, key: str, mine: dict[int, Future[bytes]], exc: BaseException) -> None:
+        """Our fetches that did not happen: waiters get ``exc``, the next reader retries."""
+        with self._lock:
+            for i, future in mine.items():
+                if self._inflight.get((key, i)) is future:
+                    del self._inflight[(key, i)]
+        for future in mine.values():
+            if not future.done():
+                future.set_exception(exc)
+
+    # ------------------------------------------------------------------ files
+
+    def _path(self, chunk: _Chunk) -> Path:
+        key, index = chunk
         digest = hashlib.sha256(f"{key}\0{index}".encode()).hexdigest()
         return self.directory / digest[:2] / digest
 
-    def _load(self, key: str, index: int, lo: int, hi: int) -> bytes | None:
-        """Bytes ``[lo, hi)`` of a cached chunk (one pread), or None."""
-        size = self._chunks.get((key, index))
+    def _open(self, key: str, index: int, expected: int) -> tuple[int, int] | None:
+        """(open fd, size) of a cached chunk, now most recently used; None if not cached
+        (or cached with another size than ``expected``: read with another object size).
+        Lock held."""
+        chunk = (key, index)
+        size = self._chunks.get(chunk)
         if size is None:
             return None
-        hi = min(hi, size)
+        if size != expected:
+            self._forget(chunk)
+            return None
         try:
-            fd = os.open(self._path(key, index), os.O_RDONLY)
-            try:
-                data = os.pread(fd, hi - lo, lo)
-            finally:
-                os.close(fd)
+            fd = os.open(self._path(chunk), os.O_RDONLY)
         except OSError:
-            self._forget(key, index)
+            self._forget(chunk)
             return None
-        if len(data) != hi - lo:
-            self._forget(key, index)
-            return None
-        self._chunks.move_to_end((key, index))
-        return data
+        self._chunks.move_to_end(chunk)
+        return fd, size
 
-    def _store(self, key: str, index: int, data: bytes) -> None:
-        if len(data) > self.max_bytes:
-            return
-        self._forget(key, index)
-        path = self._path(key, index)
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+    def _write(self, chunk: _Chunk, data: bytes) -> bool:
+        """Write a chunk's file (temporary file + rename). False if the disk refused: a full
+        cache disk costs a refetch later, not a failed read. Lock not held: the chunk's
+        in-flight future makes this thread its only writer."""
+        path = self._path(chunk)
+        tmp = path.with_name(path.name + ".tmp")
         try:
+            path.parent.mkdir(exist_ok=True)
             tmp.write_bytes(data)
             os.replace(tmp, path)
         except OSError:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            return  # a full cache disk costs a refetch, not a failed read
-        self._chunks[(key, index)] = len(data)
-        self._size += len(data)
+            return False
+        return True
+
+    def _add(self, chunk: _Chunk, size: int) -> None:
+        """Index a written chunk as the most recently used. Lock held."""
+        old = self._chunks.pop(chunk, None)
+        if old is not None:
+            self._size -= old
+        self._chunks[chunk] = size
+        self._size += size
+
+    def _evict(self) -> None:
+        """Drop least recently used chunks until under ``max_bytes``. Lock held."""
         while self._size > self.max_bytes and self._chunks:
-            (old_key, old_index), _ = next(iter(self._chunks.items()))
-            self._forget(old_key, old_index)
+            self._forget(next(iter(self._chunks)))
             self.evictions += 1
 
-    def _forget(self, key: str, index: int) -> None:
-        size = self._chunks.pop((key, index), None)
+    def _forget(self, chunk: _Chunk) -> None:
+        """Drop a chunk from the index and the disk. Lock held."""
+        size = self._chunks.pop(chunk, None)
         if size is None:
             return
         self._size -= size
         with contextlib.suppress(OSError):
-            self._path(key, index).unlink()
+            self._path(chunk).unlink()
 
     # ------------------------------------------------------------------ invalidation
 
-    def invalidate(self, key: str) -> None:
-        """Drop every cached chunk of ``key``."""
+    def invalidate(self, key: str, start: int | None = None, end: int | None = None) -> int:
+        """Drop the cached chunks of ``key`` that overlap bytes ``[start, end)`` (all of
+        them by default); how many were dropped. A fetch in flight is not affected."""
+        lo = 0 if start is None else max(start, 0) // self.chunk_bytes
+        if end is not None and end <= (start or 0):
+            return 0
+        hi = None if end is None else (end - 1) // self.chunk_bytes
         with self._lock:
-            for k, i in [c for c in self._chunks if c[0] == key]:
-                self._forget(k, i)
+            doomed = [
+                c for c in self._chunks if c[0] == key and lo <= c[1] and (hi is None or c[1] <= hi)
+            ]
+            for chunk in doomed:
+                self._forget(chunk)
+        return len(doomed)
 
     def clear(self) -> None:
+        """Drop every cached chunk."""
         with self._lock:
-            for k, i in list(self._chunks):
-                self._forget(k, i)
+            for chunk in list(self._chunks):
+                self._forget(chunk)
+
+
+def _empty_directory(directory: Path) -> None:
+    """Create ``directory``, or remove whatever an earlier process left in it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
 
 
 def _runs(indexes: list[int]) -> list[list[int]]:
+    """Sorted chunk indexes as runs of consecutive ones."""
     runs: list[list[int]] = []
     for i in indexes:
         if runs and runs[-1][-1] == i - 1:
@@ -214,3 +342,8 @@ def _runs(indexes: list[int]) -> list[list[int]]:
         else:
             runs.append([i])
     return runs
+
+
+def _offsets(run: list[int], chunk_bytes: int) -> list[tuple[int, int]]:
+    """(chunk index, its offset in the run's data)."""
+    return [(i, (i - run[0]) * chunk_bytes) for i in run]

@@ -4,6 +4,10 @@ States: ``copy_started`` (recorded before the first byte is uploaded, so a leade
 mid-upload leaves a record its successor cleans up instead of orphaned objects),
 ``copy_finished`` (readable), ``delete_started`` (objects being deleted). A segment whose
 objects are gone leaves the metadata.
+
+``to_dict`` gives a JSON-safe dict with the field names below as keys; those names are a
+wire format (they are stored in the metadata log) and never change. ``from_dict`` ignores
+keys it does not know, so an older broker reads a newer broker's records.
 """
 
 from __future__ import annotations
@@ -17,28 +21,41 @@ COPY_FINISHED = "copy_finished"
 DELETE_STARTED = "delete_started"
 STATES = (COPY_STARTED, COPY_FINISHED, DELETE_STARTED)
 
+NO_TIMESTAMP = -1
+"""``max_timestamp`` of a segment whose batches carry no timestamps."""
+
 
 @dataclass(frozen=True, slots=True)
 class RemoteSegment:
+    """One uploaded segment of one partition."""
+
     topic: str
+    """Topic name (it is part of the object keys)."""
     topic_id: str
+    """The topic's id as a string (canonical UUID; see ``tiered.layout`` for the forms)."""
     partition: int
     segment_id: str
     """uuid4 hex, new for every upload attempt (keys never collide across attempts)."""
     base_offset: int
+    """The first offset in the segment."""
     end_offset: int
     """The last offset in the segment (inclusive)."""
     max_timestamp: int
+    """Largest batch timestamp in the segment; ``NO_TIMESTAMP`` (-1) if none."""
     size_bytes: int
-    """Bytes of the .log object."""
+    """Bytes of the .log object (readers take it as the object's size)."""
     index_bytes: int
+    """Bytes of the .index object."""
     leader_epoch: int
     """Epoch of the leader that uploaded it."""
     epochs: tuple[tuple[int, int], ...]
-    """Leader epoch -> first offset entries covering the segment."""
+    """(leader epoch, first offset) entries covering the segment, in offset order."""
     broker_id: int
+    """The uploading broker."""
     created_ms: int
+    """Wall-clock time of the upload's start (ms since the epoch)."""
     state: str = COPY_STARTED
+    """``COPY_STARTED``, ``COPY_FINISHED`` or ``DELETE_STARTED``."""
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
@@ -47,16 +64,18 @@ class RemoteSegment:
             raise ValueError(f"end offset {self.end_offset} below base {self.base_offset}")
 
     def with_state(self, state: str) -> RemoteSegment:
+        """The same segment in ``state``."""
         return dataclasses.replace(self, state=state)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: strings, ints, and ``epochs`` as a list of ``[epoch, offset]`` pairs."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["epochs"] = [list(e) for e in self.epochs]
+        out["epochs"] = [[epoch, offset] for epoch, offset in self.epochs]
         return out
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RemoteSegment:
-        """From ``to_dict`` output; unknown keys (a newer broker's) are ignored."""
+        """From ``to_dict`` output (or its JSON round trip); unknown keys are ignored."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in raw.items() if k in known}
         values["epochs"] = tuple((int(e), int(o)) for e, o in values.get("epochs", ()))
