@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import re
@@ -316,19 +315,10 @@ def watermarks(broker: BrokerProcess, topic: str) -> tuple[int, int]:
 
 def describe_remote(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
     """DescribeRemoteLog's segments of partition 0."""
-    from controlplane.kafka import KafkaConnection
-    from tiered.remote_log_api import DescribeRemoteLogRequest
+    from controlplane.kafka import Admin
 
-    async def ask() -> Any:
-        host, port = broker.bootstrap.split(":")
-        async with await KafkaConnection.open(host, int(port), 10) as conn:
-            payload = json.dumps({"topics": [topic]}).encode()
-            return await conn.request(DescribeRemoteLogRequest(payload=payload), 10)
-
-    response = asyncio.run(ask())
-    if int(response.error_code) != 0:
-        raise RuntimeError(f"DescribeRemoteLog: {response}")
-    doc = json.loads(response.payload)
+    host, port = broker.bootstrap.split(":")
+    doc = asyncio.run(Admin(host, int(port), 10).describe_remote_log([topic]))
     part = doc["topics"].get(topic, {}).get("partitions", {}).get("0", {})
     segments: list[dict[str, Any]] = part.get("segments", [])
     return segments

@@ -89,21 +89,13 @@ def round_trip(bootstrap: str) -> None:
 def remote_segments(bootstrap: str, topic: str) -> list[dict[str, object]]:
     """What the remote tier holds of ``topic`` (DescribeRemoteLog, asked of one broker)."""
     import asyncio
-    import json
 
-    from controlplane.kafka import KafkaConnection
-    from tiered.remote_log_api import DescribeRemoteLogRequest
+    from controlplane.kafka import Admin
 
-    async def ask() -> list[dict[str, object]]:
-        host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
-        async with await KafkaConnection.open(host, int(port), 10) as conn:
-            payload = json.dumps({"topics": [topic]}).encode()
-            response = await conn.request(DescribeRemoteLogRequest(payload=payload), 10)
-        doc = json.loads(response.payload or b"{}")
-        parts = doc.get("topics", {}).get(topic, {}).get("partitions", {})
-        return [s for p in parts.values() for s in p["segments"] if s["state"] == "copy_finished"]
-
-    return asyncio.run(ask())
+    host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
+    doc = asyncio.run(Admin(host, int(port), 10).describe_remote_log([topic]))
+    parts = doc.get("topics", {}).get(topic, {}).get("partitions", {})
+    return [s for p in parts.values() for s in p["segments"] if s["state"] == "copy_finished"]
 
 
 def tiering(bootstrap: str) -> None:

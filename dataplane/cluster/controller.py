@@ -413,14 +413,7 @@ class QuorumController:
         """An ISR change asked for by the partition's leader."""
         async with self.lock:
             await self.wait_active(5)
-            state = self.image.partition(topic, partition)
-            if state is None:
-                raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
-            if leader_id != state.leader or leader_epoch != state.leader_epoch:
-                raise FencedLeaderEpoch(
-                    f"broker {leader_id} epoch {leader_epoch} does not lead {topic}-{partition} "
-                    f"(leader {state.leader}, epoch {state.leader_epoch})"
-                )
+            state = self._led_by(topic, partition, leader_id, leader_epoch)
             if partition_epoch != state.partition_epoch:
                 raise InvalidUpdateVersion(
                     f"partition epoch {partition_epoch} is not {state.partition_epoch}"
@@ -454,14 +447,7 @@ class QuorumController:
         """
         async with self.lock:
             await self.wait_active(5)
-            state = self.image.partition(topic, partition)
-            if state is None:
-                raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
-            if leader_id != state.leader or leader_epoch != state.leader_epoch:
-                raise FencedLeaderEpoch(
-                    f"broker {leader_id} epoch {leader_epoch} does not lead {topic}-{partition} "
-                    f"(leader {state.leader}, epoch {state.leader_epoch})"
-                )
+            self._led_by(topic, partition, leader_id, leader_epoch)
             topic_id = str(self.image.topics[topic].topic_id)
             remote = self.image.remote_log(topic, partition)
             known = {} if remote is None else dict(remote.segments)
@@ -529,6 +515,20 @@ class QuorumController:
                     exc,
                     backoff,
                 )
+
+    def _led_by(
+        self, topic: str, partition: int, leader_id: int, leader_epoch: int
+    ) -> PartitionState:
+        """The partition's state, if ``leader_id`` leads it at ``leader_epoch``."""
+        state = self.image.partition(topic, partition)
+        if state is None:
+            raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+        if leader_id != state.leader or leader_epoch != state.leader_epoch:
+            raise FencedLeaderEpoch(
+                f"broker {leader_id} epoch {leader_epoch} does not lead {topic}-{partition} "
+                f"(leader {state.leader}, epoch {state.leader_epoch})"
+            )
+        return state
 
     def _complete_reassignment(self, state: PartitionState, isr: Sequence[int]) -> r.Partition:
         replicas = [b for b in state.replicas if b not in state.removing]

@@ -7,7 +7,6 @@ catch up when it returns."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
@@ -23,7 +22,6 @@ from tests.support.cluster_workload import wait_for
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
-from tiered.remote_log_api import DescribeRemoteLogRequest
 
 BUCKET = "tiering"
 RECORDS = 3000
@@ -107,18 +105,10 @@ def produce(broker: BrokerProcess, topic: str, count: int, start: int = 0) -> No
 def describe_remote(broker: BrokerProcess, topic: str) -> dict[str, Any]:
     import asyncio
 
-    from controlplane.kafka import KafkaConnection
+    from controlplane.kafka import Admin
 
-    async def ask() -> Any:
-        host, port = broker.bootstrap.split(":")
-        async with await KafkaConnection.open(host, int(port), 10) as conn:
-            request = DescribeRemoteLogRequest(payload=json.dumps({"topics": [topic]}).encode())
-            return await conn.request(request, 10)
-
-    response = asyncio.run(ask())
-    assert int(response.error_code) == 0, response
-    doc: dict[str, Any] = json.loads(response.payload)
-    return doc
+    host, port = broker.bootstrap.split(":")
+    return asyncio.run(Admin(host, int(port), 10).describe_remote_log([topic]))
 
 
 def remote_segments(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.layout import parse_key
 from tiered.object_store import S3ObjectStore
-from tiered.remote_log_api import DescribeRemoteLogRequest
 
 from .test_broker_tiering import BUCKET, TOPIC_CONFIG, broker_settings
 
@@ -48,23 +47,24 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
 
 
 def describe(bootstrap: str) -> dict[str, Any]:
-    from controlplane.kafka import KafkaConnection
+    """DescribeRemoteLog from the first live broker (any answers)."""
+    from controlplane.kafka import Admin, on_any
 
-    async def ask() -> Any:
-        last: Exception | None = None
-        for address in bootstrap.split(","):  # any live broker answers
-            host, port = address.split(":")
-            try:
-                async with await KafkaConnection.open(host, int(port), 10) as conn:
-                    return await conn.request(DescribeRemoteLogRequest(payload=b"{}"), 10)
-            except OSError as exc:
-                last = exc
-        raise AssertionError(f"no broker answered: {last}")
+    @dataclass(frozen=True)
+    class Address:
+        broker_id: int
+        host: str
+        port: int
 
-    response = asyncio.run(ask())
-    assert int(response.error_code) == 0, response
-    doc: dict[str, Any] = json.loads(response.payload)
-    return doc
+    brokers = [
+        Address(i, a.split(":")[0], int(a.split(":")[1]))
+        for i, a in enumerate(bootstrap.split(","))
+    ]
+
+    async def ask(admin: Admin) -> dict[str, Any]:
+        return await admin.describe_remote_log(None)
+
+    return asyncio.run(on_any(brokers, ask, 10, read_only=True))
 
 
 def segments(bootstrap: str, topic: str) -> list[dict[str, Any]]:
