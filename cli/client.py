@@ -131,6 +131,8 @@ def explain(exc: grpc.RpcError, env: Env, endpoint: str) -> CliError:
     """The one mapping from a gRPC status to a user-facing error line with a hint."""
     code = exc.code()
     details = exc.details() or code.name
+    if code == grpc.StatusCode.UNAVAILABLE and details.startswith("the object store "):
+        return CliError(details, "`cloudctl status` tells whether the object store answers")
     if code == grpc.StatusCode.UNAVAILABLE and not details.startswith(("broker ", "broker(s) ")):
         return CliError(
             f"cannot reach the control plane at {endpoint}",

@@ -194,11 +194,11 @@ def topic_json(topic: topics_pb2.Topic, *, detail: bool) -> dict[str, Any]:
         "partitions": topic.partitions,
         "replication_factor": topic.replication_factor,
         "internal": topic.internal,
+        "hot_bytes": topic.hot_bytes,
+        "tiered_bytes": topic.tiered_bytes,
+        "tiered_segments": topic.tiered_segments,
     }
     if detail:
-        out["hot_bytes"] = topic.hot_bytes
-        out["tiered_bytes"] = topic.tiered_bytes
-        out["tiered_segments"] = topic.tiered_segments
         out["config"] = dict(sorted(topic.config.items()))
         out["effective_config"] = dict(sorted(topic.effective_config.items()))
         out["partition_details"] = [
@@ -209,10 +209,20 @@ def topic_json(topic: topics_pb2.Topic, *, detail: bool) -> dict[str, Any]:
                 "isr": list(p.isr),
                 "under_replicated": under_replicated(p),
                 "offline": p.leader < 0,
+                "remote_log_start_offset": remote_log_start(p),
+                "tiered_bytes": p.tiered_bytes,
+                "tiered_segments": p.tiered_segments,
             }
             for p in topic.partition_details
         ]
     return out
+
+
+def remote_log_start(partition: topics_pb2.Partition) -> int:
+    """The first offset the object store holds of the partition; -1 when it holds nothing."""
+    if partition.HasField("remote_log_start_offset"):
+        return partition.remote_log_start_offset
+    return -1
 
 
 def under_replicated(partition: topics_pb2.Partition) -> bool:
@@ -234,27 +244,36 @@ def topic_table(topic: topics_pb2.Topic) -> str:
             ("config", config_text(topic.config)),
         ]
     )
-    parts = table(
-        ["PARTITION", "LEADER", "REPLICAS", "ISR"],
-        [
-            (
-                p.partition,
-                p.leader if p.leader >= 0 else "none",
-                ",".join(map(str, p.replicas)),
-                ",".join(map(str, p.isr)),
-            )
-            for p in topic.partition_details
-        ],
-    )
-    return f"{head}\n\n{parts}"
+    tiered = any(remote_log_start(p) >= 0 for p in topic.partition_details)
+    headers = ["PARTITION", "LEADER", "REPLICAS", "ISR"]
+    if tiered:  # the remote tier's columns only for topics with data in it
+        headers += ["REMOTE START", "TIERED"]
+    rows = []
+    for p in topic.partition_details:
+        row: list[object] = [
+            p.partition,
+            p.leader if p.leader >= 0 else "none",
+            ",".join(map(str, p.replicas)),
+            ",".join(map(str, p.isr)),
+        ]
+        if tiered:
+            remote = remote_log_start(p) >= 0
+            row += [
+                remote_log_start(p) if remote else "-",
+                f"{byte_size(p.tiered_bytes)} in {count(p.tiered_segments, 'segment')}"
+                if remote
+                else "-",
+            ]
+        rows.append(row)
+    return f"{head}\n\n{table(headers, rows)}"
 
 
 def storage_text(topic: topics_pb2.Topic) -> str:
     hot = f"{byte_size(topic.hot_bytes)} hot (local, all replicas)"
     if not topic.tiered_segments:
         return hot
-    segments = "segment" if topic.tiered_segments == 1 else "segments"
-    return f"{hot}, {byte_size(topic.tiered_bytes)} tiered ({topic.tiered_segments} {segments})"
+    segments = count(topic.tiered_segments, "segment")
+    return f"{hot}, {byte_size(topic.tiered_bytes)} tiered ({segments} in the object store)"
 
 
 def byte_size(n: int) -> str:
@@ -264,31 +283,67 @@ def byte_size(n: int) -> str:
     return f"{n} B"
 
 
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def orphans_json(reply: topics_pb2.FindOrphansResponse) -> dict[str, Any]:
     return {
-        "orphans": [{"key": o.key, "size": o.size, "reason": o.reason} for o in reply.orphans],
+        "bucket": reply.bucket,
+        "prefix": reply.prefix,
+        "orphans": [
+            {
+                "key": o.key,
+                "size": o.size,
+                "reason": o.reason,
+                "last_modified": rfc3339(o.last_modified),
+            }
+            for o in reply.orphans
+        ],
+        "count": len(reply.orphans),
         "total_bytes": reply.total_bytes,
         "scanned": reply.scanned,
+        "too_young": reply.too_young,
         "deleted": reply.deleted,
     }
 
 
 def orphans_text(reply: topics_pb2.FindOrphansResponse) -> str:
-    verb = "deleted" if reply.deleted else "found"
+    found = count(len(reply.orphans), "orphaned object")
+    where = f"s3://{reply.bucket}/{reply.prefix}"
+    verb = "deleted" if reply.deleted and reply.orphans else "found"
     summary = (
-        f"{len(reply.orphans)} orphaned object(s), {byte_size(reply.total_bytes)}, {verb} "
-        f"among {reply.scanned} object(s)"
+        f"{found} {verb} ({byte_size(reply.total_bytes)}) among "
+        f"{count(reply.scanned, 'object')} under {where}"
     )
+    if reply.too_young:
+        summary += (
+            f"; {count(reply.too_young, 'younger object')} left out (--min-age-seconds: "
+            "an upload may be in flight)"
+        )
     if not reply.orphans:
         return summary
-    rows = table(["KEY", "SIZE", "REASON"], [(o.key, o.size, o.reason) for o in reply.orphans])
+    rows = table(
+        ["KEY", "SIZE", "REASON", "LAST MODIFIED"],
+        [(o.key, o.size, o.reason, rfc3339(o.last_modified) or "-") for o in reply.orphans],
+    )
     return f"{rows}\n\n{summary}"
 
 
 def topics_table(topics: Sequence[topics_pb2.Topic]) -> str:
     return table(
-        ["NAME", "PARTITIONS", "REPLICATION", "TOPIC ID"],
-        [(t.name, t.partitions, t.replication_factor, t.topic_id) for t in topics],
+        ["NAME", "PARTITIONS", "REPLICATION", "TOPIC ID", "HOT", "TIERED"],
+        [
+            (
+                t.name,
+                t.partitions,
+                t.replication_factor,
+                t.topic_id,
+                byte_size(t.hot_bytes),
+                byte_size(t.tiered_bytes) if t.tiered_segments else "-",
+            )
+            for t in topics
+        ],
     )
 
 

@@ -162,7 +162,11 @@ def alter_topic_config(
 def find_orphans(
     env: Env, *, cluster: str, delete: bool, min_age_seconds: int, output: str
 ) -> None:
-    """Objects in the cluster's bucket that no tiered segment record names."""
+    """Objects in the cluster's bucket that no tiered-segment record names.
+
+    Reasons: "unknown segment" (e.g. an upload a dead leader left), "unparseable" (not a
+    segment key), "deleted topic" (its cleanup is not pending). --delete removes exactly the
+    objects listed."""
     api = Api(env)
     reply = api.call(
         api.topics.FindOrphans,

@@ -89,6 +89,13 @@ class BrokerUnavailable(ControlPlaneError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class ObjectStoreUnavailable(ControlPlaneError):
+    """A cluster's object store (S3) failed or did not answer. Messages start with "the
+    object store" (the CLI tells them from an unreachable control plane by that)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
 class KafkaError(ControlPlaneError):
     """A broker answered an admin request with an error we have no better type for."""
 

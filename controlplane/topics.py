@@ -6,6 +6,12 @@ broker: the first that can be reached, in broker-id order (``kafka.on_any``). Re
 DescribeConfigs) are retried on the next broker after any transport failure; changes only when
 nothing was sent. Describe and list come from one broker's Metadata: leader, replicas and ISR
 are the cluster's.
+
+Storage (``TopicStorage``): the hot tier is read from the brokers' data directories (the
+control plane runs the brokers, so it knows them: ``DATA_DIR/TOPIC-PARTITION/*.log``, every
+replica counted); the tiered one from DescribeRemoteLog (Sluice's API 32001, asked of any
+broker: the remote-segment records of the metadata log). ``find_orphans`` lists the cluster's
+bucket and reports the objects no record names.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,6 +43,9 @@ from tiered.object_store import ObjectInfo, S3ObjectStore
 
 T = TypeVar("T")
 
+DESCRIBE_REMOTE_LOG_NAMES = 100
+"""Up to this many topics are named in a DescribeRemoteLog request; more ask for all."""
+
 _BAD_REQUEST = {
     ErrorCode.invalid_topic_exception,
     ErrorCode.invalid_partitions,
@@ -48,31 +57,78 @@ _BAD_REQUEST = {
 }
 
 
+COPY_FINISHED = "copy_finished"
+"""The state of a readable remote segment (``dataplane/remote/README.md``)."""
+UNKNOWN_SEGMENT = "unknown segment"
+UNPARSEABLE = "unparseable"
+DELETED_TOPIC = "deleted topic"
+
+
+@dataclass(frozen=True)
+class PartitionStorage:
+    """What the object store holds of one partition."""
+
+    remote_log_start_offset: int = -1
+    """The first offset it holds (-1: nothing): the oldest readable segment's base offset, or
+    the remote log start that retention or DeleteRecords set, if later."""
+    tiered_bytes: int = 0
+    """Bytes of its readable (``copy_finished``) segments."""
+    tiered_segments: int = 0
+
+
+@dataclass(frozen=True)
+class TopicStorage:
+    """Where a topic's data is: the hot tier and the tiered one."""
+
+    hot_bytes: int = 0
+    """Local segment files (``*.log``) of the topic on every broker: all replicas."""
+    partitions: dict[int, PartitionStorage] = field(default_factory=dict)
+    """The tiered tier per partition (partitions with nothing remote may be absent)."""
+
+    @property
+    def tiered_bytes(self) -> int:
+        """Readable segments in the object store (stored once, whatever the replication)."""
+        return sum(p.tiered_bytes for p in self.partitions.values())
+
+    @property
+    def tiered_segments(self) -> int:
+        return sum(p.tiered_segments for p in self.partitions.values())
+
+    def partition(self, partition: int) -> PartitionStorage:
+        return self.partitions.get(partition, PartitionStorage())
+
+
 @dataclass(frozen=True)
 class TopicView:
     cluster: str
     meta: TopicMetadata
     config: dict[str, str] = field(default_factory=dict)
     effective_config: dict[str, str] = field(default_factory=dict)
-    hot_bytes: int = 0
-    """Local segment files of the topic on every broker (all replicas)."""
-    tiered_bytes: int = 0
-    """Segments of the topic in the object store (readable ones; stored once)."""
-    tiered_segments: int = 0
+    storage: TopicStorage = field(default_factory=TopicStorage)
 
 
 @dataclass(frozen=True)
 class Orphan:
+    """An object of the cluster's bucket that no remote-segment record names."""
+
     key: str
     size: int
     reason: str
+    """``UNKNOWN_SEGMENT``, ``UNPARSEABLE`` or ``DELETED_TOPIC``."""
+    last_modified: datetime | None = None
 
 
 @dataclass(frozen=True)
 class OrphanReport:
     orphans: list[Orphan]
     scanned: int
+    """Objects listed under the cluster's prefix."""
     deleted: bool
+    """The orphans were removed."""
+    too_young: int = 0
+    """Objects that would be orphans but are younger than the minimum age (left out)."""
+    bucket: str = ""
+    prefix: str = ""
 
     @property
     def total_bytes(self) -> int:
@@ -196,7 +252,9 @@ class TopicOps:
         topics = await self._on_any(
             brokers, "metadata", lambda a: a.metadata(), cluster_name, "", read_only=True
         )
-        return [TopicView(cluster_name, t) for t in topics if include_internal or not t.internal]
+        shown = [t for t in topics if include_internal or not t.internal]
+        storage = await self._storage(brokers, cluster_name, shown)
+        return [TopicView(cluster_name, t, storage=storage[t.name]) for t in shown]
 
     async def describe_topic(self, cluster_name: str, name: str) -> TopicView:
         _, brokers = self._cluster(cluster_name, change=False)
@@ -208,35 +266,55 @@ class TopicOps:
         meta, entries = await self._on_any(
             brokers, "metadata", both, cluster_name, name, read_only=True
         )
-        remote = await self._on_any(
-            brokers,
-            "describe remote log",
-            lambda a: a.describe_remote_log([name]),
-            cluster_name,
-            name,
-            read_only=True,
-        )
-        segments = [
-            seg
-            for part in remote.get("topics", {}).get(name, {}).get("partitions", {}).values()
-            for seg in part.get("segments", [])
-            if seg.get("state") == "copy_finished"
-        ]
-        hot = await asyncio.to_thread(_hot_bytes, brokers, name, len(meta.partitions))
+        storage = await self._storage(brokers, cluster_name, [meta])
         return TopicView(
             cluster_name,
             meta,
             config={e.name: e.value or "" for e in entries if e.source == SOURCE_DYNAMIC_TOPIC},
             effective_config={e.name: e.value or "" for e in entries if e.value is not None},
-            hot_bytes=hot,
-            tiered_bytes=sum(int(seg["size_bytes"]) for seg in segments),
-            tiered_segments=len(segments),
+            storage=storage[meta.name],
         )
+
+    async def _storage(
+        self, brokers: Sequence[BrokerRecord], cluster_name: str, topics: Sequence[TopicMetadata]
+    ) -> dict[str, TopicStorage]:
+        """Hot bytes from the brokers' data directories, the tiered tier from one
+        DescribeRemoteLog (of the named topics, or of all when there are many).
+
+        The directories first: a broker deletes a local segment only once its copy is
+        finished, so a segment gone from the disk when it is scanned is in the remote
+        metadata read after, and every byte is counted in one tier or both."""
+        if not topics:
+            return {}
+        data_dirs = [Path(b.data_dir) for b in brokers]
+        counts = {t.name: len(t.partitions) for t in topics}
+        hot = await asyncio.to_thread(hot_bytes, data_dirs, counts)
+        names = [t.name for t in topics]
+        asked = names if len(names) <= DESCRIBE_REMOTE_LOG_NAMES else None
+        remote = await self._on_any(
+            brokers,
+            "describe remote log",
+            lambda a: a.describe_remote_log(asked),
+            cluster_name,
+            names[0] if len(names) == 1 else "",
+            read_only=True,
+        )
+        return {
+            t.name: TopicStorage(hot_bytes=hot[t.name], partitions=tiered_storage(remote, t.name))
+            for t in topics
+        }
 
     async def find_orphans(
         self, cluster_name: str, *, delete: bool, min_age_seconds: float
     ) -> OrphanReport:
-        """Objects under the cluster's prefix that no remote-tier record names."""
+        """Objects under the cluster's prefix that no remote-segment record names.
+
+        Order matters. The listing comes first and the metadata after: a leader records a
+        copy (``copy_started``) before it puts the first object, so an upload listed is named
+        by the metadata read later. Candidates are then checked against a second listing: an
+        object deleted meanwhile with its record (remote retention, a topic's cleanup) is not
+        an orphan. Objects younger than ``min_age_seconds`` are left out all the same (a
+        store whose listing lags its writes)."""
         cluster, brokers = self._cluster(cluster_name, change=False)
         if self.object_store is None or not cluster.s3_bucket:
             raise errors.PreconditionFailed(
@@ -244,13 +322,14 @@ class TopicOps:
                 "with its embedded S3 or --s3-endpoint)"
             )
         settings = self.object_store.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
-        store = S3ObjectStore(settings)
+        object_store = S3ObjectStore(settings)
+        prefix = cluster_prefix(cluster.cluster_id)
+
+        def listing() -> list[ObjectInfo]:
+            return list(object_store.list(prefix))
+
         try:
-            # the listing first, the metadata after: a leader records a copy before it puts
-            # the first object, so every object listed is named by the metadata read later
-            listed = await asyncio.to_thread(
-                lambda: list(store.list(cluster_prefix(cluster.cluster_id)))
-            )
+            listed = await asyncio.to_thread(listing)
             remote = await self._on_any(
                 brokers,
                 "describe remote log",
@@ -259,13 +338,19 @@ class TopicOps:
                 "",
                 read_only=True,
             )
-            report = _find_orphans(listed, remote, min_age_seconds)
+            cutoff = datetime.now(UTC) - timedelta(seconds=min_age_seconds)
+            report = find_orphans(listed, remote, cutoff)
+            if report.orphans:
+                still = {info.key for info in await asyncio.to_thread(listing)}
+                report = replace(report, orphans=[o for o in report.orphans if o.key in still])
             if delete and report.orphans:
-                await asyncio.to_thread(store.delete_many, [o.key for o in report.orphans])
-                report = OrphanReport(report.orphans, report.scanned, deleted=True)
-            return report
+                await asyncio.to_thread(object_store.delete_many, [o.key for o in report.orphans])
         except ObjectStoreError as exc:
-            raise errors.KafkaError(f"the object store of {cluster_name!r}: {exc}") from None
+            raise errors.ObjectStoreUnavailable(
+                f"the object store of cluster {cluster_name!r} (bucket {cluster.s3_bucket} at "
+                f"{cluster.s3_endpoint}): {exc}"
+            ) from None
+        return replace(report, deleted=delete, bucket=cluster.s3_bucket, prefix=prefix)
 
     async def delete_topic(self, cluster_name: str, name: str) -> None:
         _, brokers = self._cluster(cluster_name, change=True)
@@ -294,42 +379,80 @@ class TopicOps:
         return await self.describe_topic(cluster_name, name)
 
 
-def _hot_bytes(brokers: Sequence[BrokerRecord], topic: str, partitions: int) -> int:
-    total = 0
-    for broker in brokers:
-        for p in range(partitions):
-            directory = Path(broker.data_dir) / f"{topic}-{p}"
-            with contextlib.suppress(OSError):
-                total += sum(f.stat().st_size for f in directory.glob("*.log"))
-    return total
+def hot_bytes(data_dirs: Sequence[Path], topics: dict[str, int]) -> dict[str, int]:
+    """Bytes of the local segment files (``DATA_DIR/TOPIC-PARTITION/*.log``) of each topic
+    (name -> partition count) over every broker's data directory: all replicas count."""
+    totals = dict.fromkeys(topics, 0)
+    for data_dir in data_dirs:
+        for topic, partitions in topics.items():
+            for p in range(partitions):
+                with contextlib.suppress(OSError):  # no replica here, or a segment just deleted
+                    for f in (data_dir / f"{topic}-{p}").glob("*.log"):
+                        totals[topic] += f.stat().st_size
+    return totals
 
 
-def _find_orphans(
-    listed: Sequence[ObjectInfo], remote: dict[str, Any], min_age_seconds: float
+def tiered_storage(remote: dict[str, Any], topic: str) -> dict[int, PartitionStorage]:
+    """The tiered tier of one topic per partition, from a DescribeRemoteLog document
+    (``tiered.remote_log_api``): readable segments only, as the brokers serve them."""
+    out: dict[int, PartitionStorage] = {}
+    partitions = remote.get("topics", {}).get(topic, {}).get("partitions", {})
+    for key, part in partitions.items():
+        finished = [s for s in part.get("segments", []) if s.get("state") == COPY_FINISHED]
+        if not finished:
+            out[int(key)] = PartitionStorage()
+            continue
+        first = min(int(s["base_offset"]) for s in finished)
+        out[int(key)] = PartitionStorage(
+            remote_log_start_offset=max(first, int(part.get("log_start_offset", -1))),
+            tiered_bytes=sum(int(s["size_bytes"]) for s in finished),
+            tiered_segments=len(finished),
+        )
+    return out
+
+
+def find_orphans(
+    listed: Sequence[ObjectInfo], remote: dict[str, Any], cutoff: datetime
 ) -> OrphanReport:
+    """The objects of ``listed`` (under one cluster's prefix) that the DescribeRemoteLog
+    document ``remote`` does not account for, leaving out those written after ``cutoff``.
+
+    A record in any state names its segment's objects (a copy in flight, a deletion under
+    way); the objects of a topic whose deletion is pending are its cleanup's to delete.
+    """
     named = {
-        seg["segment_id"]
-        for topic in remote.get("topics", {}).values()
-        for part in topic.get("partitions", {}).values()
-        for seg in part.get("segments", [])
+        (s["topic"], s["topic_id"], int(s["partition"]), int(s["base_offset"]), s["segment_id"])
+        for t in remote.get("topics", {}).values()
+        for part in t.get("partitions", {}).values()
+        for s in part.get("segments", [])
     }
     live_topics = {t["topic_id"] for t in remote.get("topics", {}).values()}
     pending = {p["topic_id"] for p in remote.get("pending_topic_deletions", [])}
-    cutoff = datetime.now(UTC) - timedelta(seconds=min_age_seconds)
     orphans: list[Orphan] = []
+    too_young = 0
     for info in listed:
-        if info.last_modified is not None and info.last_modified > cutoff:
-            continue
         parsed = parse_key(info.key)
         if parsed is None:
-            orphans.append(Orphan(info.key, info.size, "unparseable"))
+            reason = UNPARSEABLE
         elif parsed.topic_id in pending:
-            continue  # its topic's deletion is under way
+            continue  # its topic's cleanup deletes it
         elif parsed.topic_id not in live_topics:
-            orphans.append(Orphan(info.key, info.size, "deleted topic"))
-        elif parsed.segment_id not in named:
-            orphans.append(Orphan(info.key, info.size, "unknown segment"))
-    return OrphanReport(orphans, len(listed), deleted=False)
+            reason = DELETED_TOPIC
+        elif (
+            parsed.topic,
+            parsed.topic_id,
+            parsed.partition,
+            parsed.base_offset,
+            parsed.segment_id,
+        ) not in named:
+            reason = UNKNOWN_SEGMENT
+        else:
+            continue
+        if info.last_modified is not None and info.last_modified > cutoff:
+            too_young += 1
+        else:
+            orphans.append(Orphan(info.key, info.size, reason, info.last_modified))
+    return OrphanReport(orphans, len(listed), deleted=False, too_young=too_young)
 
 
 def plan_reassignment(

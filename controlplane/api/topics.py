@@ -5,14 +5,15 @@ from __future__ import annotations
 import grpc
 
 from controlplane import errors
-from controlplane.api.common import rpc
-from controlplane.topics import TopicOps, TopicView
+from controlplane.api.common import rpc, timestamp
+from controlplane.kafka import PartitionInfo
+from controlplane.topics import PartitionStorage, TopicOps, TopicView
 from proto.sluice.v1 import topics_pb2 as pb
 from proto.sluice.v1 import topics_pb2_grpc as pb_grpc
 
 
 def to_pb(view: TopicView) -> pb.Topic:
-    meta = view.meta
+    meta, storage = view.meta, view.storage
     return pb.Topic(
         cluster=view.cluster,
         name=meta.name,
@@ -23,13 +24,26 @@ def to_pb(view: TopicView) -> pb.Topic:
         config=view.config,
         effective_config=view.effective_config,
         partition_details=[
-            pb.Partition(partition=p.partition, leader=p.leader, replicas=p.replicas, isr=p.isr)
-            for p in meta.partitions
+            partition_pb(p, storage.partition(p.partition)) for p in meta.partitions
         ],
-        hot_bytes=view.hot_bytes,
-        tiered_bytes=view.tiered_bytes,
-        tiered_segments=view.tiered_segments,
+        hot_bytes=storage.hot_bytes,
+        tiered_bytes=storage.tiered_bytes,
+        tiered_segments=storage.tiered_segments,
     )
+
+
+def partition_pb(p: PartitionInfo, remote: PartitionStorage) -> pb.Partition:
+    out = pb.Partition(
+        partition=p.partition,
+        leader=p.leader,
+        replicas=p.replicas,
+        isr=p.isr,
+        tiered_bytes=remote.tiered_bytes,
+        tiered_segments=remote.tiered_segments,
+    )
+    if remote.remote_log_start_offset >= 0:
+        out.remote_log_start_offset = remote.remote_log_start_offset
+    return out
 
 
 class TopicsService(pb_grpc.TopicsServicer):
@@ -89,8 +103,21 @@ class TopicsService(pb_grpc.TopicsServicer):
             request.cluster, delete=request.delete, min_age_seconds=min_age
         )
         return pb.FindOrphansResponse(
-            orphans=[pb.Orphan(key=o.key, size=o.size, reason=o.reason) for o in report.orphans],
+            orphans=[
+                pb.Orphan(
+                    key=o.key,
+                    size=o.size,
+                    reason=o.reason,
+                    last_modified=timestamp(o.last_modified.timestamp())
+                    if o.last_modified is not None
+                    else None,
+                )
+                for o in report.orphans
+            ],
             total_bytes=report.total_bytes,
             scanned=report.scanned,
             deleted=report.deleted,
+            bucket=report.bucket,
+            prefix=report.prefix,
+            too_young=report.too_young,
         )

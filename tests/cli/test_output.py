@@ -7,10 +7,20 @@ from pathlib import Path
 import grpc
 import pytest
 from click.testing import CliRunner
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from cli.client import Env, explain
 from cli.main import cloudctl
-from cli.output import CliError, cluster_json, table, topic_json, topic_table
+from cli.output import (
+    CliError,
+    cluster_json,
+    orphans_json,
+    orphans_text,
+    table,
+    topic_json,
+    topic_table,
+    topics_table,
+)
 from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import topics_pb2 as tpb
 
@@ -74,6 +84,9 @@ def test_topic_shows_leader_replicas_and_isr_per_partition() -> None:
         "isr": [2, 0],
         "under_replicated": True,
         "offline": False,
+        "remote_log_start_offset": -1,
+        "tiered_bytes": 0,
+        "tiered_segments": 0,
     }
     assert [(p["under_replicated"], p["offline"]) for p in out["partition_details"]] == [
         (False, False),
@@ -91,6 +104,100 @@ def test_topic_shows_leader_replicas_and_isr_per_partition() -> None:
         "1          2       1,2,0     2,0",
         "2          none    2,0,1",
     ]
+
+
+def test_topic_storage_in_json_and_tables() -> None:
+    topic = tpb.Topic(
+        cluster="c",
+        name="history",
+        partitions=2,
+        replication_factor=1,
+        hot_bytes=3 << 20,
+        tiered_bytes=40_000,
+        tiered_segments=2,
+        partition_details=[
+            tpb.Partition(
+                partition=0,
+                leader=0,
+                replicas=[0],
+                isr=[0],
+                remote_log_start_offset=120,
+                tiered_bytes=40_000,
+                tiered_segments=2,
+            ),
+            tpb.Partition(partition=1, leader=0, replicas=[0], isr=[0]),
+        ],
+    )
+    listed = topic_json(topic, detail=False)
+    assert (listed["hot_bytes"], listed["tiered_bytes"], listed["tiered_segments"]) == (
+        3 << 20,
+        40_000,
+        2,
+    )
+    detail = topic_json(topic, detail=True)
+    assert [
+        (p["remote_log_start_offset"], p["tiered_bytes"], p["tiered_segments"])
+        for p in detail["partition_details"]
+    ] == [(120, 40_000, 2), (-1, 0, 0)]
+    lines = topic_table(topic).splitlines()
+    assert "storage:" in lines[6]
+    assert lines[6].endswith(
+        "3.0 MiB hot (local, all replicas), 39.1 KiB tiered (2 segments in the object store)"
+    )
+    assert lines[-3:] == [
+        "PARTITION  LEADER  REPLICAS  ISR  REMOTE START  TIERED",
+        "0          0       0         0    120           39.1 KiB in 2 segments",
+        "1          0       0         0    -             -",
+    ]
+    assert topics_table([topic]).splitlines()[1].endswith("3.0 MiB  39.1 KiB")
+
+
+def test_orphans_report() -> None:
+    found = tpb.FindOrphansResponse(
+        bucket="sluice-t-1234abcd",
+        prefix="cid/",
+        orphans=[
+            tpb.Orphan(key="cid/notes.txt", size=1, reason="unparseable"),
+            tpb.Orphan(
+                key="cid/t-x/0/seg.log",
+                size=2048,
+                reason="unknown segment",
+                last_modified=Timestamp(seconds=1_800_000_000),
+            ),
+        ],
+        total_bytes=2049,
+        scanned=10,
+        too_young=1,
+    )
+    out = orphans_json(found)
+    assert out == {
+        "bucket": "sluice-t-1234abcd",
+        "prefix": "cid/",
+        "orphans": [
+            {"key": "cid/notes.txt", "size": 1, "reason": "unparseable", "last_modified": ""},
+            {
+                "key": "cid/t-x/0/seg.log",
+                "size": 2048,
+                "reason": "unknown segment",
+                "last_modified": "2027-01-15T08:00:00Z",
+            },
+        ],
+        "count": 2,
+        "total_bytes": 2049,
+        "scanned": 10,
+        "too_young": 1,
+        "deleted": False,
+    }
+    lines = orphans_text(found).splitlines()
+    assert lines[0].split() == ["KEY", "SIZE", "REASON", "LAST", "MODIFIED"]
+    assert lines[-1] == (
+        "2 orphaned objects found (2.0 KiB) among 10 objects under s3://sluice-t-1234abcd/cid/; "
+        "1 younger object left out (--min-age-seconds: an upload may be in flight)"
+    )
+    none = orphans_text(tpb.FindOrphansResponse(bucket="b", prefix="p/", scanned=1, deleted=True))
+    assert none == "0 orphaned objects found (0 B) among 1 object under s3://b/p/"
+    found.deleted = True
+    assert orphans_text(found).splitlines()[-1].startswith("2 orphaned objects deleted (2.0 KiB)")
 
 
 class FakeRpcError(grpc.RpcError):
@@ -115,6 +222,7 @@ class FakeRpcError(grpc.RpcError):
         (grpc.StatusCode.NOT_FOUND, "topic 't' not found in cluster 'x'", "cloudctl list-topics"),
         (grpc.StatusCode.ALREADY_EXISTS, "cluster 'x' already exists", "choose another name"),
         (grpc.StatusCode.INVALID_ARGUMENT, "unknown broker config 'k'", "'k'"),
+        (grpc.StatusCode.UNAVAILABLE, "the object store of cluster 'c' (...)", "cloudctl status"),
         (grpc.StatusCode.INTERNAL, "boom", "controlplane.log"),
     ],
 )
@@ -174,6 +282,7 @@ def test_help_lists_the_contract_commands() -> None:
         "list-topics",
         "describe-topic",
         "delete-topic",
+        "find-orphans",
         "produce",
         "consume",
     ):

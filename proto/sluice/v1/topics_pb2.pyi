@@ -1,3 +1,4 @@
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -6,16 +7,22 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Partition(_message.Message):
-    __slots__ = ("partition", "leader", "replicas", "isr")
+    __slots__ = ("partition", "leader", "replicas", "isr", "remote_log_start_offset", "tiered_bytes", "tiered_segments")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    TIERED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TIERED_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
     partition: int
     leader: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
     isr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    remote_log_start_offset: int
+    tiered_bytes: int
+    tiered_segments: int
+    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., remote_log_start_offset: _Optional[int] = ..., tiered_bytes: _Optional[int] = ..., tiered_segments: _Optional[int] = ...) -> None: ...
 
 class Topic(_message.Message):
     __slots__ = ("cluster", "name", "topic_id", "partitions", "replication_factor", "internal", "config", "effective_config", "partition_details", "hot_bytes", "tiered_bytes", "tiered_segments")
@@ -144,23 +151,31 @@ class FindOrphansRequest(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., delete: bool = ..., min_age_seconds: _Optional[int] = ...) -> None: ...
 
 class Orphan(_message.Message):
-    __slots__ = ("key", "size", "reason")
+    __slots__ = ("key", "size", "reason", "last_modified")
     KEY_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    LAST_MODIFIED_FIELD_NUMBER: _ClassVar[int]
     key: str
     size: int
     reason: str
-    def __init__(self, key: _Optional[str] = ..., size: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    last_modified: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., size: _Optional[int] = ..., reason: _Optional[str] = ..., last_modified: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class FindOrphansResponse(_message.Message):
-    __slots__ = ("orphans", "total_bytes", "scanned", "deleted")
+    __slots__ = ("orphans", "total_bytes", "scanned", "deleted", "bucket", "prefix", "too_young")
     ORPHANS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     SCANNED_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    TOO_YOUNG_FIELD_NUMBER: _ClassVar[int]
     orphans: _containers.RepeatedCompositeFieldContainer[Orphan]
     total_bytes: int
     scanned: int
     deleted: bool
-    def __init__(self, orphans: _Optional[_Iterable[_Union[Orphan, _Mapping]]] = ..., total_bytes: _Optional[int] = ..., scanned: _Optional[int] = ..., deleted: bool = ...) -> None: ...
+    bucket: str
+    prefix: str
+    too_young: int
+    def __init__(self, orphans: _Optional[_Iterable[_Union[Orphan, _Mapping]]] = ..., total_bytes: _Optional[int] = ..., scanned: _Optional[int] = ..., deleted: bool = ..., bucket: _Optional[str] = ..., prefix: _Optional[str] = ..., too_young: _Optional[int] = ...) -> None: ...

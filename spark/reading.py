@@ -1,0 +1,234 @@
+"""Executor side of a read: one split in, Arrow batches of Kafka rows out.
+
+Every client is created here, inside the task, and closed before it returns: the S3 client
+of a tiered split (``tiered.object_store.S3ObjectStore``, boto3 underneath) and the
+confluent-kafka consumer of a hot split. Tiered reads never pass through a broker.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from spark.planning import HotSplit, Split, TieredSplit
+from spark.records import CREATE_TIME, LOG_APPEND_TIME, Columns, decode_into, iter_batches
+from tiered.config import ObjectStoreSettings
+from tiered.errors import ObjectNotFound
+from tiered.object_store import S3ObjectStore
+
+
+class DataLossError(Exception):
+    """Offsets the plan promised are gone (retention ran between planning and reading)."""
+
+
+def read_split(
+    split: Split,
+    *,
+    include_headers: bool,
+    rows_per_batch: int,
+    store: ObjectStoreSettings | None,
+    chunk_bytes: int,
+    bootstrap: str,
+    kafka_conf: Mapping[str, str],
+    hot_timeout_ms: int,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
+    if isinstance(split, TieredSplit):
+        if store is None:
+            raise ValueError("a tiered split without object store settings")
+        yield from read_tiered(
+            split,
+            store,
+            include_headers=include_headers,
+            rows_per_batch=rows_per_batch,
+            chunk_bytes=chunk_bytes,
+            fail_on_data_loss=fail_on_data_loss,
+        )
+    else:
+        yield from read_hot(
+            split,
+            bootstrap=bootstrap,
+            kafka_conf=kafka_conf,
+            include_headers=include_headers,
+            rows_per_batch=rows_per_batch,
+            timeout_ms=hot_timeout_ms,
+            fail_on_data_loss=fail_on_data_loss,
+        )
+
+
+_stores: dict[ObjectStoreSettings, S3ObjectStore] = {}
+
+
+def _store(settings: ObjectStoreSettings) -> S3ObjectStore:
+    """One store (so one boto3 client, made on first use) per executor process and settings:
+    Python workers are reused across tasks, and a client costs ~0.2 s to make."""
+    store = _stores.get(settings)
+    if store is None:
+        store = _stores[settings] = S3ObjectStore(settings)
+    return store
+
+
+def _chunks(store: S3ObjectStore, key: str, size: int, chunk_bytes: int) -> Iterator[bytes]:
+    position = 0
+    while position < size:
+        data = store.get_range(key, position, min(size, position + chunk_bytes))
+        if not data:
+            return
+        position += len(data)
+        yield data
+
+
+def read_tiered(
+    split: TieredSplit,
+    settings: ObjectStoreSettings,
+    *,
+    include_headers: bool,
+    rows_per_batch: int,
+    chunk_bytes: int,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Records ``[start, end)`` of one segment object, batches checked by CRC."""
+    store = _store(settings)
+    columns = Columns(split.topic, split.partition, include_headers)
+    try:
+        for batch in iter_batches(_chunks(store, split.key, split.size_bytes, chunk_bytes)):
+            base = int.from_bytes(batch[0:8], "big", signed=True)
+            if base >= split.end:
+                break
+            decode_into(columns, batch, split.start, split.end)
+            if len(columns) >= rows_per_batch:
+                yield columns.flush()
+    except ObjectNotFound as exc:
+        if not fail_on_data_loss:
+            return  # the segment expired after planning: its records are gone
+        raise DataLossError(
+            f"{split.topic}-{split.partition}: segment {split.key} is gone from the object "
+            "store (remote retention ran after planning); run the query again"
+        ) from exc
+    if len(columns):
+        yield columns.flush()
+
+
+def _headers(raw: Any) -> list[tuple[str, bytes | None]]:
+    """confluent-kafka's headers (a list of pairs; a dict on some producers' side)."""
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return [(str(k), None if v is None else bytes(v)) for k, v in pairs]
+
+
+def read_hot(
+    split: HotSplit,
+    *,
+    bootstrap: str,
+    kafka_conf: Mapping[str, str],
+    include_headers: bool,
+    rows_per_batch: int,
+    timeout_ms: int,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Records ``[start, end)`` fetched from the partition leader (confluent-kafka).
+
+    Done when a record at or past ``end`` arrives, or the consumer's position reaches
+    ``end`` (control records at the end are skipped by the client and only move the
+    position), or end-of-partition is reported at or past ``end``.
+    """
+    from confluent_kafka import (
+        TIMESTAMP_LOG_APPEND_TIME,
+        Consumer,
+        KafkaError,
+        KafkaException,
+        TopicPartition,
+    )
+
+    consumer = Consumer(
+        {
+            **kafka_conf,
+            "bootstrap.servers": bootstrap,
+            "group.id": f"sluice-spark-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+            "log_level": 3,
+        }
+    )
+    tp = TopicPartition(split.topic, split.partition, split.start)
+    columns = Columns(split.topic, split.partition, include_headers)
+    next_offset = split.start
+    deadline = time.monotonic() + timeout_ms / 1000
+    last_error = "none"
+    try:
+        consumer.assign([tp])
+        while next_offset < split.end:
+            # asking for no more than are left makes consume() return once they are here
+            wanted = max(1, min(rows_per_batch, 10_000, split.end - next_offset))
+            messages = consumer.consume(num_messages=wanted, timeout=0.5)
+            progressed = False
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if (msg.offset() or 0) >= split.end:
+                            next_offset = split.end
+                        continue
+                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        if fail_on_data_loss:
+                            raise DataLossError(
+                                f"{split.topic}-{split.partition}: offset {next_offset} is out "
+                                f"of range (deleted by retention after planning): {err.str()}"
+                            )
+                        # continue at the log start, if it is still inside the split
+                        low, _ = consumer.get_watermark_offsets(tp, timeout=10)
+                        next_offset = max(next_offset, min(int(low), split.end))
+                        if next_offset < split.end:
+                            consumer.assign(
+                                [TopicPartition(split.topic, split.partition, next_offset)]
+                            )
+                        break
+                    if err.fatal():
+                        raise KafkaException(err)
+                    last_error = err.str()  # retried until the deadline
+                    continue
+                offset = msg.offset()
+                if offset is None:
+                    continue
+                if offset >= split.end:
+                    next_offset = split.end
+                    break
+                if offset < next_offset:
+                    continue
+                progressed = True
+                next_offset = offset + 1
+                kind, ts = msg.timestamp()
+                hdrs = msg.headers() if include_headers else None
+                columns.append(
+                    msg.key(),
+                    msg.value(),
+                    offset,
+                    ts,
+                    LOG_APPEND_TIME if kind == TIMESTAMP_LOG_APPEND_TIME else CREATE_TIME,
+                    _headers(hdrs) if hdrs else None,
+                )
+            if len(columns) >= rows_per_batch:
+                yield columns.flush()
+            if next_offset < split.end:
+                position = consumer.position([tp])[0].offset
+                if position >= 0 and position >= split.end:
+                    next_offset = split.end
+                elif position > next_offset:
+                    next_offset = position
+                    progressed = True
+            if progressed:
+                deadline = time.monotonic() + timeout_ms / 1000
+            elif time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{split.topic}-{split.partition}: no record for {timeout_ms} ms at offset "
+                    f"{next_offset} (reading up to {split.end}); last error: {last_error}"
+                )
+    finally:
+        consumer.close()
+    if len(columns):
+        yield columns.flush()

@@ -1,0 +1,246 @@
+"""Record batches (magic v2) to rows of Spark's Kafka schema, as Arrow record batches.
+
+A tiered segment object is the broker's log file: record batches back to back, exactly as
+stored (layout in ``dataplane/protocol/record_batch.py``, whose header parser and codecs —
+none, gzip, snappy incl. xerial framing, lz4 frames, zstd — this module uses). Records are
+walked straight into column lists (no per-record objects): the executor's hot loop.
+
+Rows (Spark's Kafka source, all nullable)::
+
+    key binary | value binary | topic string | partition int | offset long |
+    timestamp timestamp | timestampType int | [headers array<struct<key string, value binary>>]
+
+``timestampType`` is 0 for CreateTime, 1 for LogAppendTime (then every record carries the
+batch's maxTimestamp). ``headers`` is null for a record without headers, as in Spark.
+Control batches (attribute bit 5: transaction markers) are never returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import crc32c
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dataplane.protocol.record_batch import (
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    decompress,
+    parse_header,
+)
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_BASE_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestampType", pa.int32()),
+]
+
+
+class CorruptSegment(Exception):
+    """A record batch that cannot be read back (bad CRC, length, magic or record)."""
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    """What Spark expects back for its Kafka schema (``to_arrow_schema(..., "UTC")``)."""
+    fields = list(_BASE_FIELDS)
+    if include_headers:
+        fields.append(pa.field("headers", HEADERS_TYPE))
+    return pa.schema(fields)
+
+
+def spark_ddl(include_headers: bool) -> str:
+    ddl = (
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, timestampType int"
+    )
+    if include_headers:
+        ddl += ", headers array<struct<key: string, value: binary>>"
+    return ddl
+
+
+class Columns:
+    """Rows of one topic partition being gathered into an Arrow batch."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self.schema = arrow_schema(include_headers)
+        self.clear()
+
+    def clear(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.types: list[int] = []
+        self.headers: list[list[tuple[str, bytes | None]] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def append(  # noqa: PLR0917 - the hot loop's call, positional for speed
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        offset: int,
+        timestamp_ms: int,
+        timestamp_type: int,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(offset)
+        self.timestamps.append(timestamp_ms)
+        self.types.append(timestamp_type)
+        if self.include_headers:
+            self.headers.append(headers or None)
+
+    def flush(self) -> pa.RecordBatch:
+        """The gathered rows as one Arrow batch; starts over empty."""
+        n = len(self.offsets)
+        millis = pa.array(self.timestamps, pa.int64())
+        arrays: list[Any] = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            pa.array(self.offsets, pa.int64()),
+            pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, HEADERS_TYPE))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        self.clear()
+        return batch
+
+
+def _varint(body: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        b = body[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptSegment("varint too long")
+
+
+def decode_into(
+    columns: Columns, batch: bytes | memoryview, start: int, end: int, *, check_crc: bool = True
+) -> int:
+    """Append the records of one whole batch with offsets in ``[start, end)``; returns how
+    many were appended (0 for a control batch or one outside the range)."""
+    header = parse_header(batch, 0)
+    if header.magic != 2:
+        raise CorruptSegment(f"record batch at offset {header.base_offset}: magic {header.magic}")
+    if check_crc and crc32c.crc32c(batch[CRC_START : header.size]) != header.crc:
+        raise CorruptSegment(f"record batch at offset {header.base_offset}: CRC mismatch")
+    if header.is_control or header.record_count == 0:
+        return 0
+    if header.last_offset < start or header.base_offset >= end:
+        return 0
+    try:
+        body = decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
+    except Exception as exc:  # CorruptRecord, UnsupportedCompression
+        raise CorruptSegment(f"record batch at offset {header.base_offset}: {exc}") from exc
+    base_offset = header.base_offset
+    if header.log_append_time:
+        ts_type = LOG_APPEND_TIME
+        fixed_ts = header.max_timestamp
+    else:
+        ts_type = CREATE_TIME
+        fixed_ts = -1
+    base_ts = header.base_timestamp
+    with_headers = columns.include_headers
+    append = columns.append
+    size = len(body)
+    pos = 0
+    added = 0
+    try:
+        for _ in range(header.record_count):
+            length, pos = _varint(body, pos)
+            record_end = pos + length
+            if length <= 0 or record_end > size:
+                raise CorruptSegment(f"record length {length} runs past its batch")
+            pos += 1  # record attributes (unused)
+            ts_delta, pos = _varint(body, pos)
+            offset_delta, pos = _varint(body, pos)
+            offset = base_offset + offset_delta
+            if offset < start or offset >= end:
+                pos = record_end
+                continue
+            key_len, pos = _varint(body, pos)
+            key = None
+            if key_len >= 0:
+                key = body[pos : pos + key_len]
+                pos += key_len
+            value_len, pos = _varint(body, pos)
+            value = None
+            if value_len >= 0:
+                value = body[pos : pos + value_len]
+                pos += value_len
+            headers: list[tuple[str, bytes | None]] | None = None
+            if with_headers:
+                count, pos = _varint(body, pos)
+                if count < 0 or count > length:
+                    raise CorruptSegment(f"invalid header count {count}")
+                if count:
+                    headers = []
+                    for _ in range(count):
+                        hk_len, pos = _varint(body, pos)
+                        hk = body[pos : pos + hk_len].decode("utf-8", "replace")
+                        pos += hk_len
+                        hv_len, pos = _varint(body, pos)
+                        hv = None
+                        if hv_len >= 0:
+                            hv = body[pos : pos + hv_len]
+                            pos += hv_len
+                        headers.append((hk, hv))
+            pos = record_end
+            timestamp = fixed_ts if fixed_ts >= 0 else base_ts + ts_delta
+            append(key, value, offset, timestamp, ts_type, headers)
+            added += 1
+    except IndexError as exc:
+        raise CorruptSegment(f"truncated record in batch at offset {base_offset}") from exc
+    return added
+
+
+def iter_batches(chunks: Iterator[bytes]) -> Iterator[memoryview]:
+    """Whole batches from a stream of byte chunks of a log (batches may span chunks).
+
+    A trailing partial batch is an error: segment objects end on a batch boundary.
+    """
+    pending = b""
+    for chunk in chunks:
+        buf = pending + chunk if pending else chunk
+        view = memoryview(buf)
+        pos = 0
+        end = len(buf)
+        while end - pos >= LOG_OVERHEAD:
+            length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+            if length < HEADER_SIZE - LOG_OVERHEAD:
+                raise CorruptSegment(f"bad record batch length {length}")
+            size = length + LOG_OVERHEAD
+            if end - pos < size:
+                break
+            yield view[pos : pos + size]
+            pos += size
+        pending = bytes(buf[pos:])
+    if pending:
+        raise CorruptSegment(f"{len(pending)} bytes of a partial record batch at the end")

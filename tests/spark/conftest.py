@@ -1,0 +1,250 @@
+"""Fixtures of the Spark tests: the embedded S3 server, one broker with tiered storage and
+one local[2] SparkSession per test module, and a 3-partition topic whose data is mostly in
+the object store, written by producers of every codec, some records with headers.
+
+Ground truth comes from a plain confluent-kafka consumer reading through the broker.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from spark.remote_log import describe_remote_log
+from tests.conftest import unique
+from tests.support.broker import BrokerProcess
+from tests.support.cluster_workload import wait_for
+from tiered.embedded_s3 import EmbeddedS3
+
+BUCKET = "spark-tiered"
+PARTITIONS = 3
+TOPIC_CONFIG = {
+    "remote.storage.enable": "true",
+    "segment.bytes": "40000",
+    "local.retention.bytes": "80000",
+}
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def broker_settings(endpoint: str) -> dict[str, str]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "remote.log.manager.task.retry.backoff.ms": "200",
+        "remote.log.manager.task.retry.backoff.max.ms": "1000",
+        "log.retention.check.interval.ms": "200",
+        "remote.fetch.chunk.bytes": "65536",
+        "remote.fetch.cache.bytes": "1048576",
+        "remote.fetch.max.wait.ms": "5000",
+        "tiered.s3.endpoint": endpoint,
+        "tiered.s3.bucket": BUCKET,
+        "tiered.s3.access.key.id": "test",
+        "tiered.s3.secret.access.key": "test",
+        "tiered.s3.connect.timeout.ms": "300",
+        "tiered.s3.read.timeout.ms": "3000",
+        "tiered.s3.max.attempts": "1",
+    }
+
+
+def s3_options(s3: EmbeddedS3) -> dict[str, str]:
+    return {
+        "sluice.s3.endpoint": s3.endpoint,
+        "sluice.s3.bucket": BUCKET,
+        "sluice.s3.access.key.id": "test",
+        "sluice.s3.secret.access.key": "test",
+    }
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
+    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture(scope="module")
+def broker(s3: EmbeddedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("spark-broker") / "data", broker_settings(s3.endpoint)
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def session(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """One local[2] SparkSession for the module, with format("sluice") registered (unless
+    the module sets ``REGISTER = False`` to rely on Spark's discovery of pyspark_sluice)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # workers run this interpreter (the venv's), which has pyspark, pyarrow and sluice
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    built = (
+        SparkSession.builder.master("local[2]")
+        .appName("sluice-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={warehouse}")
+        .getOrCreate()
+    )
+    built.sparkContext.setLogLevel("ERROR")
+    if getattr(request.module, "REGISTER", True):
+        spark.register(built)
+    try:
+        yield built
+    finally:
+        built.stop()
+
+
+def create_topic(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=TOPIC_CONFIG)])
+    futures[topic].result(30)
+
+
+def record(n: int) -> tuple[bytes, bytes, list[tuple[str, bytes]] | None]:
+    """Record number ``n``: value starts with the number (Spark sums it), every third record
+    has headers. The filler does not compress, so segments fill up whatever the codec."""
+    filler = random.Random(n).randbytes(120)
+    headers = [("n", b"%d" % n), ("codec", b"x")] if n % 3 == 0 else None
+    return b"k%d" % n, b"%d|" % n + filler, headers
+
+
+def produce(broker: BrokerProcess, topic: str, first: int, count: int) -> None:
+    """``count`` records numbered from ``first``, spread over the codecs' producers and the
+    partitions (record n goes to partition n % PARTITIONS)."""
+    from confluent_kafka import Producer
+
+    share = (count + len(CODECS) - 1) // len(CODECS)
+    for i, codec in enumerate(CODECS):
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "compression.type": codec,
+                "linger.ms": 5,
+                "batch.size": 8000,
+            }
+        )
+        for n in range(first + i * share, min(first + count, first + (i + 1) * share)):
+            key, value, headers = record(n)
+            producer.produce(topic, key=key, value=value, headers=headers, partition=n % PARTITIONS)
+            if n % 500 == 0:
+                producer.poll(0)
+        assert producer.flush(30) == 0
+
+
+@dataclass(frozen=True)
+class Row:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def consume_all(broker: BrokerProcess, topic: str) -> dict[int, list[Row]]:
+    """Every record up to the high watermarks, by partition, through the broker."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("truth"),
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    out: dict[int, list[Row]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        highs = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+            (out[p][-1].offset + 1 if out[p] else 0) < highs[p] for p in out
+        ):
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is not None:
+                    continue
+                out[msg.partition()].append(
+                    Row(
+                        msg.partition(),
+                        msg.offset(),
+                        msg.key(),
+                        msg.value(),
+                        msg.timestamp()[1],
+                        tuple((k, v) for k, v in msg.headers() or ()),
+                    )
+                )
+    finally:
+        consumer.close()
+    return out
+
+
+def spark_rows(rows: list[Any]) -> dict[int, list[Row]]:
+    """Collected Spark rows by partition, in the order Spark returned them."""
+    out: dict[int, list[Row]] = {p: [] for p in range(PARTITIONS)}
+    for r in rows:
+        raw = r["headers"] if "headers" in r.__fields__ else None
+        headers = tuple((h["key"], h["value"]) for h in raw or ())
+        out[r["partition"]].append(
+            Row(
+                r["partition"],
+                r["offset"],
+                r["key"],
+                r["value"],
+                int(r["timestamp"].timestamp() * 1000),
+                headers,
+            )
+        )
+    return out
+
+
+def local_first_offsets(broker: BrokerProcess, topic: str) -> list[int]:
+    firsts = []
+    for p in range(PARTITIONS):
+        logs = sorted((broker.data_dir / f"{topic}-{p}").glob("*.log"))
+        firsts.append(int(logs[0].name.split(".")[0]) if logs else 0)
+    return firsts
+
+
+def wait_tiered(broker: BrokerProcess, topic: str, timeout: float = 90) -> None:
+    """Until every partition has readable remote segments and its local log starts above 0."""
+
+    def tiered() -> bool:
+        remote = describe_remote_log(broker.bootstrap, [topic])
+        for p in range(PARTITIONS):
+            part = remote.of(topic, p)
+            if part is None or not part.segments:
+                return False
+        return all(first > 0 for first in local_first_offsets(broker, topic))
+
+    wait_for(tiered, timeout, "segments uploaded and deleted locally", interval=0.3)
