@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test lint typecheck unit system-deps java-deps kafka bench clean
+.PHONY: venv proto demo demo-broker test lint typecheck unit system-deps java-deps spark-kafka kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -36,6 +36,10 @@ system-deps:
 java-deps:
 	@./tools/fetch-java-deps.sh
 
+# Spark's own Kafka connector matching the pinned pyspark (tests/spark, bench/bench_spark.py).
+spark-kafka: venv
+	@./tools/fetch-spark-kafka.sh
+
 kafka: java-deps
 
 demo: venv
@@ -51,13 +55,13 @@ lint: venv
 typecheck: venv
 	@$(VENV)/bin/mypy
 
-test: venv system-deps java-deps lint typecheck
+test: venv system-deps java-deps spark-kafka lint typecheck
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: venv
 	@$(PY) -m pytest tests/dataplane $(PYTEST_ARGS)
 
-bench: venv system-deps java-deps
+bench: venv system-deps java-deps spark-kafka
 	@$(PY) -m bench.run_all
 
 clean:
