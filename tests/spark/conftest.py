@@ -1,5 +1,5 @@
 """Fixtures of the Spark tests: the embedded S3 server, one broker with tiered storage and
-one local[2] SparkSession per test module, and a 3-partition topic whose data is mostly in
+one local[2] SparkSession for the run, and a 3-partition topic whose data is mostly in
 the object store, written by producers of every codec, some records with headers.
 
 Ground truth comes from a plain confluent-kafka consumer reading through the broker.
@@ -7,9 +7,7 @@ Ground truth comes from a plain confluent-kafka consumer reading through the bro
 
 from __future__ import annotations
 
-import os
 import random
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -84,39 +82,16 @@ def broker(s3: EmbeddedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         proc.kill()
 
 
-@pytest.fixture(scope="module")
-def session(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    """One local[2] SparkSession for the module, with format("sluice") registered (unless
-    the module sets ``REGISTER = False`` to rely on Spark's discovery of pyspark_sluice)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # workers run this interpreter (the venv's), which has pyspark, pyarrow and sluice
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+@pytest.fixture(scope="session")
+def session() -> Iterator[Any]:
+    """The run's local[2] SparkSession (``tests.support.spark_session``): shared by every
+    Spark test module; ``format("sluice")`` found by Spark's discovery of pyspark_sluice."""
+    from tests.support.spark_session import local_session, stop_session
 
-    import spark
-
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    built = (
-        SparkSession.builder.master("local[2]")
-        .appName("sluice-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={warehouse}")
-        .getOrCreate()
-    )
-    built.sparkContext.setLogLevel("ERROR")
-    if getattr(request.module, "REGISTER", True):
-        spark.register(built)
     try:
-        yield built
+        yield local_session()
     finally:
-        built.stop()
+        stop_session()
 
 
 def create_topic(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:

@@ -198,3 +198,15 @@ def test_write_round_trip(session: Any, broker: BrokerProcess, s3: EmbeddedS3, t
     assert copied == expected
     extras = {(r["key"], r["value"]) for r in back if r["key"].startswith(b"extra-")}
     assert extras == {(b"extra-%d" % i, b"%d|" % i) for i in range(10)}
+
+
+def test_register_and_discovery(session: Any, broker: BrokerProcess, topic: str) -> None:
+    """The session never called ``spark.register`` before: format("sluice") came from
+    Spark's discovery of ``pyspark_sluice``. Registering explicitly works as well."""
+    import spark
+    from pyspark_sluice import DefaultSource
+
+    assert DefaultSource.name() == spark.FORMAT == "sluice"
+    spark.register(session)
+    df = load(session, {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
+    assert df.count() == RECORDS + 300

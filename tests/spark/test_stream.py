@@ -1,9 +1,6 @@
 """Streaming reads of format("sluice") with real local Spark: Trigger.AvailableNow with
 maxOffsetsPerTrigger over a growing, mostly tiered topic into a parquet sink, restarted
-twice from its checkpoint, writes every record exactly once.
-
-This module's session does not call ``spark.register``: format("sluice") is found by
-Spark's discovery of ``pyspark_*`` modules (``pyspark_sluice``)."""
+twice from its checkpoint, writes every record exactly once."""
 
 from __future__ import annotations
 
@@ -24,7 +21,6 @@ from tests.support.cluster_workload import wait_for
 from tiered.embedded_s3 import EmbeddedS3
 
 MAX_PER_TRIGGER = 700
-REGISTER = False  # the session fixture leaves format("sluice") to Spark's discovery
 
 
 def run(
