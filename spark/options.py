@@ -269,10 +269,15 @@ def store_settings(options: Mapping[str, str]) -> ObjectStoreSettings | None:
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
-    lowered = {str(k).lower(): str(v) for k, v in options.items()}
+    from spark.control_plane import with_cluster
+
+    lowered = with_cluster({str(k).lower(): str(v) for k, v in options.items()})
     bootstrap = _get(lowered, "kafka.bootstrap.servers")
     if not bootstrap:
-        raise OptionError("option 'kafka.bootstrap.servers' is required")
+        raise OptionError(
+            "option 'kafka.bootstrap.servers' is required (or 'sluice.cluster', a cluster "
+            "name the control plane knows)"
+        )
     if streaming and any(
         _get(lowered, n) is not None
         for n in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")

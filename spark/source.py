@@ -29,6 +29,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from spark.control_plane import with_cluster
 from spark.options import ReadOptions, kafka_conf, read_options
 from spark.planning import (
     Brokers,
@@ -79,10 +80,13 @@ class SluiceDataSource(DataSource):
     def _write_options(self, schema: StructType, overwrite: bool) -> WriteOptions:
         if overwrite:
             raise ValueError("format('sluice') only appends to topics: use mode('append')")
-        options = {str(k).lower(): str(v) for k, v in self.options.items()}
+        options = with_cluster({str(k).lower(): str(v) for k, v in self.options.items()})
         bootstrap = options.get("kafka.bootstrap.servers")
         if not bootstrap:
-            raise ValueError("option 'kafka.bootstrap.servers' is required")
+            raise ValueError(
+                "option 'kafka.bootstrap.servers' is required (or 'sluice.cluster', a cluster "
+                "name the control plane knows)"
+            )
         topic = options.get("topic")
         check_columns(schema.fieldNames(), topic)
         conf = kafka_conf(options)

@@ -63,6 +63,19 @@ class ClustersService(pb_grpc.ClustersServicer):
                     restarts=record.restarts,
                 )
             )
+        objects = self.manager.object_store
+        if objects is not None and cluster.s3_bucket:
+            store = objects.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
+            out.object_store.CopyFrom(
+                pb.ObjectStore(
+                    endpoint=store.endpoint or "",
+                    bucket=store.bucket,
+                    region=store.region,
+                    embedded=objects.embedded and cluster.s3_endpoint == objects.endpoint,
+                    access_key_id=store.access_key_id or "",
+                    secret_access_key=store.secret_access_key or "",
+                )
+            )
         return out
 
     @rpc
