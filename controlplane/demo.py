@@ -191,6 +191,7 @@ Continue:
   cloudctl consume --cluster {CLUSTER} {TOPIC} --exit
   kcat -b $(cloudctl get-bootstrap-brokers {CLUSTER}) -L
   cloudctl create-cluster another --wait
+  .venv/bin/python spark/examples/backfill.py    # Spark reads {HISTORY}, tiers and all
 
 Stop:
   cloudctl delete-cluster {CLUSTER} --wait     # the cluster and its data

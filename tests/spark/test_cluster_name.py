@@ -5,7 +5,10 @@ its embedded S3, a 1-broker cluster), and tiered segments are still read from th
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +18,7 @@ from spark.options import OptionError, read_options
 from spark.planning import TieredSplit, plan
 from spark.remote_log import describe_remote_log
 from tests.cli.conftest import Cloud
-from tests.conftest import free_port
+from tests.conftest import REPO, free_port
 from tests.controlplane.harness import kill_everything_under, wait_until
 
 CLUSTER = "spark-history"
@@ -143,3 +146,43 @@ def test_unknown_cluster_and_unreachable_control_plane_say_what_to_do(cloud: Clo
     }
     with pytest.raises(OptionError, match="cannot reach the control plane"):
         read_options(gone, streaming=False)
+
+
+@pytest.mark.slow
+def test_the_examples_run_against_a_cluster(cloud: Cloud, bootstrap: str, tmp_path: Path) -> None:
+    """spark/examples/ as a user runs them (own Spark, the cluster by name from
+    SLUICE_HOME): the backfill reads every record, the streaming job copies the topic and,
+    run again, only what arrived in between."""
+
+    def example(name: str, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(REPO / "spark" / "examples" / name), *args],
+            env={**cloud.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    where = ("--cluster", CLUSTER, "--topic", TOPIC)
+    out = example("backfill.py", *where, "--out", str(tmp_path / "history.parquet"))
+    assert "tiered segments" in out
+    counts = [int(line.split("|")[2]) for line in out.splitlines() if line.startswith("|0 ")]
+    counts += [int(line.split("|")[2]) for line in out.splitlines() if line.startswith("|1 ")]
+    assert sum(counts) >= RECORDS
+
+    stream = ("--dir", str(tmp_path / "stream"))
+    first = example("streaming.py", *where, *stream)
+    total = int(first.split(" new rows")[0].rsplit(" ", 1)[1].replace(",", ""))
+    assert total >= RECORDS
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(7):
+        producer.produce(TOPIC, value=b"late %d" % i)
+    assert producer.flush(30) == 0
+    second = example("streaming.py", *where, *stream)
+    assert f"{TOPIC}: 7 new rows" in second, second
