@@ -103,3 +103,44 @@ def test_available_now_restarts_exactly_once(
         got = written(session, tmp_path)
         assert len(got) == len(set(got)), f"run {step}: duplicates"
         assert got == expected, f"run {step}: gaps or wrong rows"
+
+
+def test_write_stream_copies_a_topic(
+    session: Any, broker: BrokerProcess, s3: EmbeddedS3, tmp_path: Path
+) -> None:
+    """readStream.format("sluice") into writeStream.format("sluice"): a topic copied to
+    another, key, value and headers, partition by partition (at-least-once, as Spark's
+    Kafka sink; a clean run writes each record once). Order within a partition is not kept:
+    Spark writes a partition's input splits in parallel tasks, as with its Kafka sink."""
+    source, target = unique("spark-copy-from"), unique("spark-copy-to")
+    create_topic(broker, source)
+    create_topic(broker, target)
+    produce(broker, source, 0, 1500)
+    stream = (
+        session.readStream.format("sluice")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .options(**s3_options(s3))
+        .load()
+    )
+    query = (
+        stream.select("key", "value", "headers", "partition")
+        .writeStream.format("sluice")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", target)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(240)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    before, after = consume_all(broker, source), consume_all(broker, target)
+    for p in range(PARTITIONS):
+        assert sorted((r.key, r.value, r.headers) for r in after[p]) == sorted(
+            (r.key, r.value, r.headers) for r in before[p]
+        ), f"partition {p}"
