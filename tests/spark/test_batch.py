@@ -210,3 +210,27 @@ def test_register_and_discovery(session: Any, broker: BrokerProcess, topic: str)
     spark.register(session)
     df = load(session, {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
     assert df.count() == RECORDS + 300
+
+
+def test_fail_on_data_loss(session: Any, broker: BrokerProcess, s3: EmbeddedS3) -> None:
+    """Offsets asked for below the log start (DeleteRecords moved it, into the tiered part):
+    failOnDataLoss=true (the default) fails the query saying why; false reads from the log
+    start, as Spark's Kafka source does."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    name = unique("spark-deleted")
+    create_topic(broker, name)
+    produce(broker, name, 0, RECORDS)
+    wait_tiered(broker, name)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.delete_records([TopicPartition(name, 0, 100)])
+    for future in futures.values():
+        future.result(30)
+    starting = json.dumps({name: {"0": 0, "1": -2, "2": -2}})
+    opts = options(broker, s3, name, startingOffsets=starting)
+    with pytest.raises(Exception, match="below the log start 100"):
+        load(session, opts).count()
+    rows = load(session, {**opts, "failOnDataLoss": "false"}).where("partition = 0").collect()
+    assert min(r["offset"] for r in rows) == 100
+    assert len(rows) == RECORDS // PARTITIONS - 100
