@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.processes import free_port
+from tiered.embedded_s3 import EmbeddedS3
 
 __all__ = ["REPO", "BrokerProcess", "free_port", "unique"]
 
@@ -23,6 +24,17 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     finally:
         proc.stop()
         proc.kill()
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
+    """The embedded S3 server (moto and its disk mirror) as a real process on loopback, one
+    per test module (tests use their own buckets or topics)."""
+    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
+    try:
+        yield server
+    finally:
+        server.kill()
 
 
 @pytest.fixture

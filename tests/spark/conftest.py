@@ -19,36 +19,12 @@ from spark.remote_log import describe_remote_log
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.tiering import TOPIC_CONFIG, broker_settings
 from tiered.embedded_s3 import EmbeddedS3
 
 BUCKET = "spark-tiered"
 PARTITIONS = 3
-TOPIC_CONFIG = {
-    "remote.storage.enable": "true",
-    "segment.bytes": "40000",
-    "local.retention.bytes": "80000",
-}
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-def broker_settings(endpoint: str) -> dict[str, str]:
-    return {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "200",
-        "remote.log.manager.task.retry.backoff.ms": "200",
-        "remote.log.manager.task.retry.backoff.max.ms": "1000",
-        "log.retention.check.interval.ms": "200",
-        "remote.fetch.chunk.bytes": "65536",
-        "remote.fetch.cache.bytes": "1048576",
-        "remote.fetch.max.wait.ms": "5000",
-        "tiered.s3.endpoint": endpoint,
-        "tiered.s3.bucket": BUCKET,
-        "tiered.s3.access.key.id": "test",
-        "tiered.s3.secret.access.key": "test",
-        "tiered.s3.connect.timeout.ms": "300",
-        "tiered.s3.read.timeout.ms": "3000",
-        "tiered.s3.max.attempts": "1",
-    }
 
 
 def s3_options(s3: EmbeddedS3) -> dict[str, str]:
@@ -61,18 +37,9 @@ def s3_options(s3: EmbeddedS3) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
-    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
-@pytest.fixture(scope="module")
 def broker(s3: EmbeddedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(
-        tmp_path_factory.mktemp("spark-broker") / "data", broker_settings(s3.endpoint)
+        tmp_path_factory.mktemp("spark-broker") / "data", broker_settings(s3.endpoint, BUCKET)
     )
     proc.start()
     try:

@@ -1,9 +1,8 @@
-"""Fixtures: the embedded S3 server (moto + disk mirror) as a real process on loopback."""
+"""Fixtures: a bucket of the embedded S3 server (``s3``, tests/conftest.py) per test."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,20 +28,12 @@ def settings_for(endpoint: str, bucket: str, **overrides: object) -> ObjectStore
     return ObjectStoreSettings(**values)  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
-    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
 @pytest.fixture
-def store(s3_server: EmbeddedS3) -> S3ObjectStore:
-    s3 = S3ObjectStore(settings_for(s3_server.endpoint, f"bucket-{next(_bucket_numbers)}"))
-    s3.ensure_bucket()
-    return s3
+def store(s3: EmbeddedS3) -> S3ObjectStore:
+    """A new bucket of the module's embedded S3 server (``s3``, tests/conftest.py)."""
+    bucket = S3ObjectStore(settings_for(s3.endpoint, f"bucket-{next(_bucket_numbers)}"))
+    bucket.ensure_bucket()
+    return bucket
 
 
 def new_server(data_dir: Path) -> EmbeddedS3:

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.tiering import TOPIC_CONFIG, broker_settings
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
@@ -26,45 +27,13 @@ from tiered.object_store import S3ObjectStore
 BUCKET = "tiering"
 RECORDS = 3000
 VALUE = b"v" * 200
-TOPIC_CONFIG = {
-    "remote.storage.enable": "true",
-    "segment.bytes": "40000",
-    "local.retention.bytes": "80000",
-}
-
-
-def broker_settings(endpoint: str) -> dict[str, str]:
-    return {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "200",
-        "remote.log.manager.task.retry.backoff.ms": "200",
-        "remote.log.manager.task.retry.backoff.max.ms": "1000",
-        "log.retention.check.interval.ms": "200",
-        "remote.fetch.chunk.bytes": "65536",
-        "remote.fetch.cache.bytes": "1048576",
-        "remote.fetch.max.wait.ms": "5000",
-        "tiered.s3.endpoint": endpoint,
-        "tiered.s3.bucket": BUCKET,
-        "tiered.s3.access.key.id": "test",
-        "tiered.s3.secret.access.key": "test",
-        "tiered.s3.connect.timeout.ms": "300",
-        "tiered.s3.read.timeout.ms": "3000",
-        "tiered.s3.max.attempts": "1",
-    }
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
-    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture(scope="module")
 def broker(s3: EmbeddedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("tiered-broker"), broker_settings(s3.endpoint))
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("tiered-broker"), broker_settings(s3.endpoint, BUCKET)
+    )
     proc.start()
     try:
         yield proc
@@ -316,7 +285,7 @@ def test_object_store_down_keeps_local_data_and_catches_up(
     tmp_path: Path,
 ) -> None:
     s3 = EmbeddedS3(tmp_path / "s3").start()
-    proc = BrokerProcess(tmp_path / "broker", broker_settings(s3.endpoint))
+    proc = BrokerProcess(tmp_path / "broker", broker_settings(s3.endpoint, BUCKET))
     proc.start()
     try:
         topic = unique("tiered-down")

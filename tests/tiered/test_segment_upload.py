@@ -62,12 +62,10 @@ def test_upload_puts_each_object_byte_exact(store: S3ObjectStore, tmp_path: Path
     assert all(parse_key(key) is not None for key in listed)
 
 
-def test_a_large_log_goes_multipart_and_comes_back_whole(
-    s3_server: EmbeddedS3, tmp_path: Path
-) -> None:
+def test_a_large_log_goes_multipart_and_comes_back_whole(s3: EmbeddedS3, tmp_path: Path) -> None:
     store = S3ObjectStore(
         settings_for(
-            s3_server.endpoint,
+            s3.endpoint,
             "multipart",
             multipart_threshold_bytes=6 * MiB,
             multipart_part_bytes=5 * MiB,
@@ -129,12 +127,10 @@ def test_delete_segment_leaves_nothing_and_may_repeat(store: S3ObjectStore, tmp_
     assert sorted(info.key for info in store.list("c/")) == sorted(segment_keys("c", kept).all())
 
 
-def test_delete_prefix_pages_through_everything_under_it(
-    s3_server: EmbeddedS3, tmp_path: Path
-) -> None:
+def test_delete_prefix_pages_through_everything_under_it(s3: EmbeddedS3, tmp_path: Path) -> None:
     # small listing pages and delete batches: deletes happen between pages
     store = S3ObjectStore(
-        settings_for(s3_server.endpoint, "prefixes", list_page_size=4, delete_batch_size=2)
+        settings_for(s3.endpoint, "prefixes", list_page_size=4, delete_batch_size=2)
     )
     store.ensure_bucket()
     log = write_log(tmp_path / "seg.log", 10)

@@ -10,12 +10,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.conftest import unique
 from tests.support.cluster_workload import (
@@ -27,23 +24,15 @@ from tests.support.cluster_workload import (
     wait_out_of_isr,
 )
 from tests.support.sluice_cluster import SluiceCluster
+from tests.support.tiering import TOPIC_CONFIG, broker_settings
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.layout import parse_key
 from tiered.object_store import S3ObjectStore
 
-from .test_broker_tiering import BUCKET, TOPIC_CONFIG, broker_settings
+from .test_broker_tiering import BUCKET
 
 RECORDS = 2500
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
-    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 def describe(bootstrap: str) -> dict[str, Any]:
@@ -125,7 +114,7 @@ def read_all(bootstrap: str, topic: str, expected: int) -> dict[int, int]:
 
 
 def test_failover_continues_uploads_without_orphans(s3: EmbeddedS3, tmp_path: Path) -> None:
-    settings = broker_settings(s3.endpoint)
+    settings = broker_settings(s3.endpoint, BUCKET)
     with SluiceCluster(tmp_path, brokers=3, settings=settings) as cluster:
         topic = unique("tiered-failover")
         create_topic(cluster.bootstrap, topic, partitions=1, replication=3, config=TOPIC_CONFIG)

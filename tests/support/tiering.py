@@ -1,0 +1,34 @@
+"""Settings of a broker and a topic with tiered storage that tiers within seconds, shared by
+the tests of the remote tier, the Spark data source and their benchmarks."""
+
+from __future__ import annotations
+
+TOPIC_CONFIG = {
+    "remote.storage.enable": "true",
+    "segment.bytes": "40000",
+    "local.retention.bytes": "80000",
+}
+"""Small segments and a small local retention: a few thousand records fill several
+segments, most of which leave the broker's disk once uploaded."""
+
+
+def broker_settings(endpoint: str, bucket: str) -> dict[str, str]:
+    """A broker of the embedded S3 server at ``endpoint`` (any credentials work there),
+    uploading every 200 ms and failing fast when the store is down."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.manager.task.interval.ms": "200",
+        "remote.log.manager.task.retry.backoff.ms": "200",
+        "remote.log.manager.task.retry.backoff.max.ms": "1000",
+        "log.retention.check.interval.ms": "200",
+        "remote.fetch.chunk.bytes": "65536",
+        "remote.fetch.cache.bytes": "1048576",
+        "remote.fetch.max.wait.ms": "5000",
+        "tiered.s3.endpoint": endpoint,
+        "tiered.s3.bucket": bucket,
+        "tiered.s3.access.key.id": "test",
+        "tiered.s3.secret.access.key": "test",
+        "tiered.s3.connect.timeout.ms": "300",
+        "tiered.s3.read.timeout.ms": "3000",
+        "tiered.s3.max.attempts": "1",
+    }
