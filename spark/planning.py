@@ -55,6 +55,9 @@ class TieredSplit:
     segment_base: int
     segment_end: int
     """Last offset in the segment (inclusive)."""
+    index_key: str = ""
+    """The segment's ``.index`` object: where a read starting inside it begins."""
+    index_bytes: int = 0
 
 
 Split = HotSplit | TieredSplit
@@ -83,16 +86,19 @@ def split_range(
             splits.append(HotSplit(topic, partition, cursor, segment.base_offset))
             cursor = segment.base_offset
         stop = min(end, segment.end_offset + 1)
+        keys = segment_keys(cluster_id, segment)
         splits.append(
             TieredSplit(
                 topic,
                 partition,
                 cursor,
                 stop,
-                segment_keys(cluster_id, segment).log,
+                keys.log,
                 segment.size_bytes,
                 segment.base_offset,
                 segment.end_offset,
+                keys.index,
+                segment.index_bytes,
             )
         )
         cursor = stop

@@ -14,10 +14,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from dataplane.log.segment import parse_index
 from spark.planning import HotSplit, Split, TieredSplit
 from spark.records import CREATE_TIME, LOG_APPEND_TIME, Columns, decode_into, iter_batches
 from tiered.config import ObjectStoreSettings
-from tiered.errors import ObjectNotFound
+from tiered.errors import ObjectNotFound, ObjectStoreError
 from tiered.object_store import S3ObjectStore
 
 
@@ -72,8 +73,9 @@ def _store(settings: ObjectStoreSettings) -> S3ObjectStore:
     return store
 
 
-def _chunks(store: S3ObjectStore, key: str, size: int, chunk_bytes: int) -> Iterator[bytes]:
-    position = 0
+def _chunks(
+    store: S3ObjectStore, key: str, size: int, chunk_bytes: int, position: int = 0
+) -> Iterator[bytes]:
     while position < size:
         data = store.get_range(key, position, min(size, position + chunk_bytes))
         if not data:
@@ -91,11 +93,15 @@ def read_tiered(
     chunk_bytes: int,
     fail_on_data_loss: bool,
 ) -> Iterator[pa.RecordBatch]:
-    """Records ``[start, end)`` of one segment object, batches checked by CRC."""
+    """Records ``[start, end)`` of one segment object, batches checked by CRC. A split
+    starting inside the segment begins at the batch the segment's index names for its
+    start (one small GET), not at the first byte."""
     store = _store(settings)
     columns = Columns(split.topic, split.partition, include_headers)
     try:
-        for batch in iter_batches(_chunks(store, split.key, split.size_bytes, chunk_bytes)):
+        position = start_position(store, split)
+        chunks = _chunks(store, split.key, split.size_bytes, chunk_bytes, position)
+        for batch in iter_batches(chunks):
             base = int.from_bytes(batch[0:8], "big", signed=True)
             if base >= split.end:
                 break
@@ -111,6 +117,23 @@ def read_tiered(
         ) from exc
     if len(columns):
         yield columns.flush()
+
+
+def start_position(store: S3ObjectStore, split: TieredSplit) -> int:
+    """Byte position in the segment object of the last indexed batch at or before the
+    split's start; 0 for a split from the segment's base, or when the index cannot be used
+    (a damaged index costs time, never rows: batches below the start are skipped)."""
+    if split.start <= split.segment_base or not split.index_key or split.index_bytes <= 0:
+        return 0
+    try:
+        raw = store.get_range(split.index_key, 0, split.index_bytes)
+    except ObjectStoreError:
+        return 0
+    view = parse_index(raw)
+    if view is None or view.base_offset != split.segment_base:
+        return 0
+    position, _ = view.entry_for(split.start)
+    return position if 0 <= position < split.size_bytes else 0
 
 
 def _headers(raw: Any) -> list[tuple[str, bytes | None]]:

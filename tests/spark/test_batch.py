@@ -234,3 +234,36 @@ def test_fail_on_data_loss(session: Any, broker: BrokerProcess, s3: EmbeddedS3) 
     rows = load(session, {**opts, "failOnDataLoss": "false"}).where("partition = 0").collect()
     assert min(r["offset"] for r in rows) == 100
     assert len(rows) == RECORDS // PARTITIONS - 100
+
+
+def test_a_split_starting_inside_a_segment_uses_its_index(
+    broker: BrokerProcess, s3: EmbeddedS3, topic: str
+) -> None:
+    """Starting in the middle of a tiered segment, the read begins at the batch the
+    segment's uploaded index names, not at the segment's first byte."""
+    from spark.options import store_settings
+    from spark.reading import read_tiered, start_position
+    from tiered.object_store import S3ObjectStore
+
+    whole = plan(read_options(options(broker, s3, topic), streaming=False))
+    segment = next(s for s in whole.splits if isinstance(s, TieredSplit) and s.partition == 0)
+    middle = (segment.segment_base + segment.segment_end) // 2
+    starting = json.dumps({topic: {"0": middle, "1": -2, "2": -2}})
+    from_middle = options(broker, s3, topic, startingOffsets=starting)
+    planned = plan(read_options(from_middle, streaming=False))
+    (split,) = [s for s in planned.splits if isinstance(s, TieredSplit) and s.key == segment.key]
+    assert split.start == middle
+    settings = store_settings(s3_options(s3))
+    assert settings is not None
+    position = start_position(S3ObjectStore(settings), split)
+    assert 0 < position < split.size_bytes
+    batches = read_tiered(
+        split,
+        settings,
+        include_headers=False,
+        rows_per_batch=100_000,
+        chunk_bytes=1 << 20,
+        fail_on_data_loss=True,
+    )
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(middle, segment.segment_end + 1))
