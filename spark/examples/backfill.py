@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 import spark
@@ -44,35 +44,42 @@ def main() -> None:
     )
     session.sparkContext.setLogLevel("ERROR")
     spark.register(session)  # format("sluice"); Spark's discovery finds it as well
-    options = {"sluice.cluster": args.cluster, "subscribe": args.topic}
     try:
-        show_plan(options)
-        started = time.monotonic()
-        history = (
-            session.read.format("sluice")
-            .options(**options)
-            .option("startingOffsets", "earliest")
-            .load()
-        )
-        summary = (
-            history.groupBy("partition")
-            .agg(
-                F.count("*").alias("records"),
-                F.min("offset").alias("first_offset"),
-                F.max("offset").alias("last_offset"),
-                F.sum(F.length("value")).alias("value_bytes"),
-                F.min("timestamp").alias("oldest"),
-                F.max("timestamp").alias("newest"),
-            )
-            .orderBy("partition")
-        )
-        summary.show(truncate=False)
-        if args.out:
-            history.write.mode("overwrite").parquet(args.out)
-            print(f"rows written to {args.out}")
-        print(f"backfill of {args.topic} took {time.monotonic() - started:.1f} s")
+        backfill(session, {"sluice.cluster": args.cluster, "subscribe": args.topic}, args.out)
     finally:
         session.stop()
+
+
+def backfill(session: SparkSession, options: dict[str, str], out: str | None = None) -> list[Row]:
+    """The job: the topic from offset 0, summarised per partition (the rows printed).
+    ``options`` name the cluster and the topic (any option of format("sluice"))."""
+    show_plan(options)
+    started = time.monotonic()
+    history = (
+        session.read.format("sluice")
+        .options(**options)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    summary = (
+        history.groupBy("partition")
+        .agg(
+            F.count("*").alias("records"),
+            F.min("offset").alias("first_offset"),
+            F.max("offset").alias("last_offset"),
+            F.sum(F.length("value")).alias("value_bytes"),
+            F.min("timestamp").alias("oldest"),
+            F.max("timestamp").alias("newest"),
+        )
+        .orderBy("partition")
+    )
+    summary.show(truncate=False)
+    rows = summary.collect()
+    if out:
+        history.write.mode("overwrite").parquet(out)
+        print(f"rows written to {out}")
+    print(f"backfill of {options['subscribe']} took {time.monotonic() - started:.1f} s")
+    return rows
 
 
 def show_plan(options: dict[str, str]) -> None:

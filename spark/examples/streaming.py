@@ -46,33 +46,40 @@ def main() -> None:
     )
     session.sparkContext.setLogLevel("ERROR")
     spark.register(session)  # format("sluice"); Spark's discovery finds it as well
-    table = base / "table"
     try:
-        before = session.read.parquet(str(table)).count() if table.exists() else 0
-        stream = (
-            session.readStream.format("sluice")
-            .option("sluice.cluster", args.cluster)
-            .option("subscribe", args.topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", str(args.max_per_trigger))
-            .load()
-        )
-        query = (
-            stream.writeStream.format("parquet")
-            .option("path", str(table))
-            .option("checkpointLocation", str(base / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        batches = len(query.recentProgress)
-        after = session.read.parquet(str(table)).count()
-        print(
-            f"{args.topic}: {after - before:,} new rows in {batches} micro-batch(es); "
-            f"{after:,} rows in {table}"
-        )
+        source = {"sluice.cluster": args.cluster, "subscribe": args.topic}
+        stream_once(session, source, base, args.max_per_trigger)
     finally:
         session.stop()
+
+
+def stream_once(
+    session: SparkSession, options: dict[str, str], base: Path, max_per_trigger: int
+) -> int:
+    """The job: what arrived since the last run, appended to ``base/table``; the count of
+    new rows. ``options`` name the cluster and the topic (any option of format("sluice"))."""
+    table = base / "table"
+    before = session.read.parquet(str(table)).count() if table.exists() else 0
+    stream = (
+        session.readStream.format("sluice")
+        .options(**options)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_per_trigger))
+        .load()
+    )
+    query = (
+        stream.writeStream.format("parquet")
+        .option("path", str(table))
+        .option("checkpointLocation", str(base / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    batches = len(query.recentProgress)
+    after = session.read.parquet(str(table)).count()
+    topic = options["subscribe"]
+    print(f"{topic}: {after - before:,} new rows in {batches} micro-batch(es), {after:,} in all")
+    return after - before
 
 
 if __name__ == "__main__":
