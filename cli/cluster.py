@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import click
 import grpc
 
-from cli.client import Api, Env, explain, object_store_of
+from cli.client import Api, Env, explain
 from cli.output import (
     CliError,
     cluster_json,
@@ -50,13 +49,11 @@ def parse_settings(items: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
-def show(cluster: pb.Cluster, output: str, object_stores: dict[str, Any]) -> None:
-    """``object_stores``: by cluster name, as the control plane sent them with the reply."""
-    store = object_stores.get(cluster.name)
+def show(cluster: pb.Cluster, output: str) -> None:
     if output == "json":
-        emit_json(cluster_json(cluster, store))
+        emit_json(cluster_json(cluster))
     else:
-        click.echo(cluster_table(cluster, store))
+        click.echo(cluster_table(cluster))
 
 
 def wait_for(
@@ -66,17 +63,13 @@ def wait_for(
     timeout: float,
     *,
     gone_is_done: bool = False,
-    object_stores: dict[str, Any] | None = None,
 ) -> pb.Cluster | None:
-    """Poll until ``done(cluster)``; print state changes to stderr; FAILED is an error.
-
-    ``object_stores`` is updated with the object store sent with the last reply.
-    """
+    """Poll until ``done(cluster)``; print state changes to stderr; FAILED is an error."""
     started = time.monotonic()
     last = None
     while True:
         try:
-            cluster, call = api.clusters.GetCluster.with_call(
+            cluster = api.clusters.GetCluster(
                 pb.GetClusterRequest(name=name), metadata=api.metadata, timeout=10
             )
         except grpc.RpcError as exc:
@@ -92,8 +85,6 @@ def wait_for(
             progress(f"[{time.monotonic() - started:5.1f}s] {name}: {line}")
             last = line
         if done(cluster):
-            if object_stores is not None:
-                object_stores.update(object_store_of(call))
             return cluster
         if cluster.state == pb.CLUSTER_STATE_FAILED:
             # a failed scale-in is final (the cluster keeps its brokers); start failures retry
@@ -143,10 +134,10 @@ def create_cluster(
     request = pb.CreateClusterRequest(name=name, config=config)
     if broker_count is not None:
         request.broker_count = broker_count
-    cluster, stores = api.call_with_object_store(api.clusters.CreateCluster, request)
+    cluster = api.call(api.clusters.CreateCluster, request)
     if wait:
-        cluster = wait_for(api, name, idle, timeout, object_stores=stores)
-    show(cluster, output, stores)
+        cluster = wait_for(api, name, idle, timeout)
+    show(cluster, output)
 
 
 @click.command("describe-cluster")
@@ -156,10 +147,8 @@ def create_cluster(
 def describe_cluster(env: Env, *, name: str, output: str) -> None:
     """State, brokers, bootstrap servers and config of a cluster."""
     api = Api(env)
-    cluster, stores = api.call_with_object_store(
-        api.clusters.GetCluster, pb.GetClusterRequest(name=name)
-    )
-    show(cluster, output, stores)
+    cluster = api.call(api.clusters.GetCluster, pb.GetClusterRequest(name=name))
+    show(cluster, output)
 
 
 @click.command("list-clusters")
@@ -168,9 +157,9 @@ def describe_cluster(env: Env, *, name: str, output: str) -> None:
 def list_clusters(env: Env, *, output: str) -> None:
     """Every cluster with its state."""
     api = Api(env)
-    reply, stores = api.call_with_object_store(api.clusters.ListClusters, pb.ListClustersRequest())
+    reply = api.call(api.clusters.ListClusters, pb.ListClustersRequest())
     if output == "json":
-        emit_json({"clusters": [cluster_json(c, stores.get(c.name)) for c in reply.clusters]})
+        emit_json({"clusters": [cluster_json(c) for c in reply.clusters]})
     else:
         click.echo(clusters_table(reply.clusters))
 
@@ -202,13 +191,13 @@ def update_broker_count(
     metadata quorum (brokers 0-2, or broker 0 in a cluster created with fewer than 3) stay.
     """
     api = Api(env)
-    cluster, stores = api.call_with_object_store(
+    cluster = api.call(
         api.clusters.UpdateBrokerCount,
         pb.UpdateBrokerCountRequest(name=name, broker_count=broker_count),
     )
     if wait:
-        cluster = wait_for(api, name, idle, timeout, object_stores=stores)
-    show(cluster, output, stores)
+        cluster = wait_for(api, name, idle, timeout)
+    show(cluster, output)
 
 
 @click.command("update-cluster-config")
@@ -237,15 +226,15 @@ def update_cluster_config(
     if not settings and not remove:
         raise click.UsageError("give --set KEY=VALUE or --remove KEY")
     api = Api(env)
-    cluster, stores = api.call_with_object_store(
+    cluster = api.call(
         api.clusters.UpdateClusterConfig,
         pb.UpdateClusterConfigRequest(
             name=name, config=parse_settings(settings, "--set"), remove=list(remove)
         ),
     )
     if wait:
-        cluster = wait_for(api, name, idle, timeout, object_stores=stores)
-    show(cluster, output, stores)
+        cluster = wait_for(api, name, idle, timeout)
+    show(cluster, output)
 
 
 @click.command("delete-cluster")

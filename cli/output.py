@@ -91,15 +91,13 @@ def broker_state(broker: clusters_pb2.Broker) -> str:
     return clusters_pb2.BrokerState.Name(broker.state).removeprefix("BROKER_STATE_")
 
 
-def object_store_json(store: Mapping[str, Any] | None) -> dict[str, str]:
-    """A cluster's object store: endpoint and bucket ("" when the control plane did not say)."""
-    store = store or {}
-    return {"endpoint": str(store.get("endpoint", "")), "bucket": str(store.get("bucket", ""))}
+def object_store_json(cluster: clusters_pb2.Cluster) -> dict[str, str]:
+    """A cluster's object store: endpoint and bucket ("" when it has none)."""
+    store = cluster.object_store
+    return {"endpoint": store.endpoint, "bucket": store.bucket}
 
 
-def cluster_json(
-    cluster: clusters_pb2.Cluster, object_store: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
     return {
         "name": cluster.name,
         "cluster_id": cluster.cluster_id,
@@ -122,7 +120,7 @@ def cluster_json(
             for b in cluster.brokers
         ],
         "config": dict(sorted(cluster.config.items())),
-        "object_store": object_store_json(object_store),
+        "object_store": object_store_json(cluster),
         "created_at": rfc3339(cluster.created_at),
         "updated_at": rfc3339(cluster.updated_at),
     }
@@ -132,16 +130,14 @@ def running(cluster: clusters_pb2.Cluster) -> int:
     return sum(1 for b in cluster.brokers if b.state == clusters_pb2.BROKER_STATE_RUNNING)
 
 
-def object_store_text(store: Mapping[str, Any] | None) -> str:
-    found = object_store_json(store)
+def object_store_text(cluster: clusters_pb2.Cluster) -> str:
+    found = object_store_json(cluster)
     if not found["bucket"]:
         return "(none)"
     return f"bucket {found['bucket']} at {found['endpoint'] or 'AWS S3'}"
 
 
-def cluster_table(
-    cluster: clusters_pb2.Cluster, object_store: Mapping[str, Any] | None = None
-) -> str:
+def cluster_table(cluster: clusters_pb2.Cluster) -> str:
     state = cluster_state(cluster)
     if cluster.state_message:
         state += f" ({cluster.state_message})"
@@ -153,7 +149,7 @@ def cluster_table(
             ("brokers", f"{running(cluster)}/{cluster.broker_count} running"),
             ("bootstrap", cluster.bootstrap_brokers),
             ("config", config_text(cluster.config)),
-            ("object store", object_store_text(object_store)),
+            ("object store", object_store_text(cluster)),
             ("created", rfc3339(cluster.created_at)),
         ]
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from controlplane.api.common import rpc, send_object_store, timestamp
+from controlplane.api.common import rpc, timestamp
 from controlplane.frontend import ClusterFrontend
 from controlplane.reconciler import PENDING, STOPPED, ClusterManager
 from controlplane.store import BrokerRecord, ClusterRecord
@@ -20,16 +20,6 @@ class ClustersService(pb_grpc.ClustersServicer):
     def __init__(self, frontend: ClusterFrontend, manager: ClusterManager) -> None:
         self.frontend = frontend
         self.manager = manager
-
-    async def reply(
-        self, context: grpc.aio.ServicerContext, *clusters: ClusterRecord
-    ) -> list[pb.Cluster]:
-        """The clusters as messages; their object store goes out as response metadata."""
-        await send_object_store(
-            context,
-            {c.name: {"endpoint": c.s3_endpoint, "bucket": c.s3_bucket} for c in clusters},
-        )
-        return [self.to_pb(c) for c in clusters]
 
     def to_pb(self, cluster: ClusterRecord) -> pb.Cluster:
         brokers = self.frontend.brokers(cluster.name)
@@ -84,33 +74,33 @@ class ClustersService(pb_grpc.ClustersServicer):
     ) -> pb.Cluster:
         count = request.broker_count if request.HasField("broker_count") else None
         cluster = self.frontend.create(request.name, count, dict(request.config))
-        return (await self.reply(context, cluster))[0]
+        return self.to_pb(cluster)
 
     @rpc
     async def GetCluster(
         self, request: pb.GetClusterRequest, context: grpc.aio.ServicerContext
     ) -> pb.Cluster:
-        return (await self.reply(context, self.frontend.get(request.name)))[0]
+        return self.to_pb(self.frontend.get(request.name))
 
     @rpc
     async def ListClusters(
         self, request: pb.ListClustersRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListClustersResponse:
-        clusters = await self.reply(context, *self.frontend.list_clusters())
+        clusters = [self.to_pb(c) for c in self.frontend.list_clusters()]
         return pb.ListClustersResponse(clusters=clusters)
 
     @rpc
     async def DeleteCluster(
         self, request: pb.DeleteClusterRequest, context: grpc.aio.ServicerContext
     ) -> pb.Cluster:
-        return (await self.reply(context, self.frontend.delete(request.name)))[0]
+        return self.to_pb(self.frontend.delete(request.name))
 
     @rpc
     async def UpdateBrokerCount(
         self, request: pb.UpdateBrokerCountRequest, context: grpc.aio.ServicerContext
     ) -> pb.Cluster:
         cluster = self.frontend.update_broker_count(request.name, request.broker_count)
-        return (await self.reply(context, cluster))[0]
+        return self.to_pb(cluster)
 
     @rpc
     async def UpdateClusterConfig(
@@ -119,7 +109,7 @@ class ClustersService(pb_grpc.ClustersServicer):
         cluster = self.frontend.update_config(
             request.name, dict(request.config), list(request.remove)
         )
-        return (await self.reply(context, cluster))[0]
+        return self.to_pb(cluster)
 
     @rpc
     async def GetBootstrapBrokers(

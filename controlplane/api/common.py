@@ -22,13 +22,10 @@ Resp = TypeVar("Resp")
 Handler = Callable[[S, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
 
 OBJECT_STORE_METADATA = "sluice-object-store-bin"
-"""Response metadata with the object store as JSON, until the API messages have fields for it.
-
-Stopgap: proto/ (owned elsewhere) has no object-store fields yet. GetStatus sends the store
-(``{"kind", "endpoint", "data_dir", "pid", "restarts", "answering", "detail"}``); every RPC
-that returns clusters sends ``{cluster name: {"endpoint", "bucket"}}``. grpcurl shows it with
-``-v``; `cloudctl` reads it (cli/client.py). Replace by message fields when proto/ has them.
-"""
+"""Response metadata of GetStatus with the control plane's object store as JSON
+(``{"kind", "endpoint", "data_dir", "pid", "restarts", "answering", "detail"}``), until
+StatusResponse has fields for it; grpcurl shows it with ``-v``, `cloudctl status` reads it.
+Clusters carry theirs in ``Cluster.object_store``."""
 
 
 async def send_object_store(context: grpc.aio.ServicerContext, value: object) -> None:

@@ -99,14 +99,12 @@ def test_embedded_s3_runs_restarts_and_keeps_each_clusters_bucket(
 
     # a cluster gets its own bucket, recorded with the cluster
     plane.create("tiered", brokers=1)
-    _, call = plane.clusters.GetCluster.with_call(
-        cpb.GetClusterRequest(name="tiered"), metadata=plane.metadata, timeout=10
-    )
-    recorded = sent_object_store(call)["tiered"]
-    assert recorded["endpoint"] == found["endpoint"]
-    assert recorded["bucket"].startswith("sluice-tiered-")
-    store = s3(recorded["endpoint"], recorded["bucket"])
-    wait_until(lambda: bucket_exists(store), 15, f"bucket {recorded['bucket']}")
+    recorded = plane.get("tiered").object_store
+    assert recorded.endpoint == found["endpoint"]
+    assert recorded.bucket.startswith("sluice-tiered-")
+    assert recorded.embedded
+    store = s3(recorded.endpoint, recorded.bucket)
+    wait_until(lambda: bucket_exists(store), 15, f"bucket {recorded.bucket}")
     segment = os.urandom(200_000)
     store.put("tiered/t-0/0/00000000000000000000.log", segment)
 
