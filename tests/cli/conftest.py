@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -56,7 +57,14 @@ class Cloud:
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    home = tmp_path_factory.mktemp("cloudctl-home")
+    with running_cloud(tmp_path_factory.mktemp("cloudctl-home")) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def running_cloud(home: Path) -> Iterator[Cloud]:
+    """`cloudctl up` in ``home`` until the block ends, then `cloudctl down`; fails when a
+    process of ``home`` is left behind."""
     running = Cloud(home, f"127.0.0.1:{free_port()}")
     up = running.run("up")
     assert up.returncode == 0, up.stderr

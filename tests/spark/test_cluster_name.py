@@ -16,9 +16,9 @@ from spark.control_plane import with_cluster
 from spark.options import OptionError, read_options
 from spark.planning import TieredSplit, plan
 from spark.remote_log import describe_remote_log
-from tests.cli.conftest import Cloud
+from tests.cli.conftest import Cloud, running_cloud
 from tests.conftest import REPO, free_port
-from tests.controlplane.harness import kill_everything_under, wait_until
+from tests.controlplane.harness import wait_until
 
 CLUSTER = "spark-history"
 TOPIC = "events"
@@ -28,15 +28,8 @@ RECORDS = 3000
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    home = tmp_path_factory.mktemp("spark-cloud")
-    running = Cloud(home, f"127.0.0.1:{free_port()}")
-    up = running.run("up")
-    assert up.returncode == 0, up.stderr
-    try:
+    with running_cloud(tmp_path_factory.mktemp("spark-cloud")) as running:
         yield running
-    finally:
-        running.run("down")
-        assert kill_everything_under(home) == []
 
 
 @pytest.fixture(scope="module")
