@@ -1,6 +1,6 @@
 """Tiered storage throughput beside the object store's own, in the same run.
 
-    python -m bench.bench_tiered [--mib N] [--runs R] [--no-write]
+    python -m bench.bench_tiered [--mib N] [--runs R] [--readahead N] [--no-write]
 
 Starts the embedded S3 server (durable moto, as ``cloudctl up`` runs it) and one broker with
 tiered storage, all on loopback under a temporary directory (removed at the end), and
@@ -230,8 +230,9 @@ class RawStore:
 # ---------------------------------------------------------------------------- the broker
 
 
-def broker_settings(endpoint: str, cache_bytes: int) -> dict[str, str]:
+def broker_settings(endpoint: str, cache_bytes: int, readahead: int = 1) -> dict[str, str]:
     return {
+        "remote.fetch.readahead.chunks": str(readahead),
         "remote.log.storage.system.enable": "true",
         "remote.log.manager.task.interval.ms": "100",
         "log.retention.check.interval.ms": "200",
@@ -385,14 +386,15 @@ def restart(broker: BrokerProcess, s3: EmbeddedS3, count: int) -> None:
 # ---------------------------------------------------------------------------- the run
 
 
-def measure(mib: int, runs: int, workdir: Path | None) -> dict[str, Any]:
+def measure(mib: int, runs: int, workdir: Path | None, readahead: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {"load_before": os.getloadavg(), "mib": mib, "runs": runs}
+    out["readahead"] = readahead
     count = mib * MiB // RECORD
     out["records"] = count
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-tiered-", dir=workdir))
     s3 = EmbeddedS3(work / "s3")
     cache_bytes = max(256 * MiB, 2 * mib * MiB)
-    broker = BrokerProcess(work / "broker", broker_settings(s3.endpoint, cache_bytes))
+    broker = BrokerProcess(work / "broker", broker_settings(s3.endpoint, cache_bytes, readahead))
     out["cache_mib"] = cache_bytes // MiB
     try:
         s3.start()
@@ -581,7 +583,8 @@ def render(r: dict[str, Any]) -> str:
         BEGIN,
         "## Tiered storage (issue 5)",
         "",
-        f"`python -m bench.bench_tiered --mib {r['mib']}` on {platform.node()} "
+        f"`python -m bench.bench_tiered --mib {r['mib']} --readahead {r['readahead']}` on "
+        f"{platform.node()} "
         f"(nproc {os.cpu_count()}), {time.strftime('%Y-%m-%d %H:%M')}; load average before "
         f"{lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f}, after {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}. "
         "One broker and the embedded S3 server (durable moto: every PUT is written through "
@@ -652,9 +655,17 @@ def render(r: dict[str, Any]) -> str:
         f"Where the cold read's time goes: {uc.seconds:.2f} s against {uca.seconds:.2f} s "
         f"for the cached read, {uc.seconds - uca.seconds:.2f} s more for {n_gets} ranged GETs "
         f"of {CHUNK // MiB} MiB: {per_get:.1f} ms per chunk, against {raw['ranged_ms']:.1f} ms "
-        "for a raw ranged GET. The broker fetches a chunk only when a fetch request needs it "
-        "and writes it to its disk cache before answering (no read-ahead), so the consumer "
-        "waits for each GET in turn.",
+        "for a raw ranged GET. "
+        + (
+            f"The broker fetches the {r['readahead']} chunk(s) after the one a fetch request "
+            f"reads in the background (remote.fetch.readahead.chunks={r['readahead']}), so the "
+            "consumer waits only for the part of each GET that its reading of the previous "
+            "chunk did not cover; each chunk is written to the broker's disk cache before it "
+            "is served."
+            if r["readahead"]
+            else "remote.fetch.readahead.chunks=0: the broker fetches a chunk only when a "
+            "fetch request needs it, so the consumer waits for each GET in turn."
+        ),
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -664,6 +675,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mib", type=int, default=256, help="MiB produced to each topic")
     parser.add_argument("--runs", type=int, default=5, help="runs of each read (median)")
+    parser.add_argument(
+        "--readahead", type=int, default=1, help="remote.fetch.readahead.chunks (default 1)"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="parent of the temp dir")
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
     args = parser.parse_args(argv)
@@ -671,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--mib must be at least {2 * SEGMENT // MiB} (two segments)")
     if not (shutil.which("kcat") or shutil.which("kafkacat")):
         parser.error("kcat is needed for the reads (make system-deps)")
-    result = measure(args.mib, max(1, args.runs), args.workdir)
+    result = measure(args.mib, max(1, args.runs), args.workdir, max(0, args.readahead))
     section = render(result)
     print(section)
     if not args.no_write:

@@ -529,6 +529,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "remote.fetch.readahead.chunks",
+            I,
+            1,
+            "Chunks of a remote segment fetched in the background ahead of a read that "
+            "ends before them (0: none); needs a cache of at least this many chunks + 1.",
+            minimum=0,
+            read_only=True,
+        ),
+        ConfigDef(
             "remote.fetch.max.wait.ms",
             I,
             30000,

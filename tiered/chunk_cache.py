@@ -15,6 +15,14 @@ A chunk being fetched has an in-flight future: a second reader missing it waits 
 first instead of fetching it again. A cached chunk is opened under the lock and read after,
 so an eviction meanwhile does not pull the file from under the reader.
 
+Read-ahead: with ``readahead`` N > 0, a read that ends in chunk i starts fetching chunks
+i+1..i+N of the same object in the background (one thread, one GET per chunk) unless they are
+cached or in flight: a consumer reading a segment from its start finds the next chunk
+fetched, or being fetched, while it handles the one it has, instead of waiting for each GET
+in turn. A read-ahead chunk is an in-flight fetch like any other: a reader needing it waits
+for it (and gets its error if it fails; the next reader fetches it again). Only a cache that
+holds at least N + 1 chunks reads ahead.
+
 Remote segments are immutable (a re-upload is a new attempt with a new key), so a cached
 chunk is never stale; a reader that finds a corrupted batch calls ``invalidate`` and reads
 again. Files left in the directory by an earlier process are removed at construction.
@@ -28,7 +36,7 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from tiered.errors import ObjectStoreError
@@ -38,6 +46,8 @@ CHUNK_BYTES_KEY = "remote.fetch.chunk.bytes"
 DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
 CACHE_BYTES_KEY = "remote.fetch.cache.bytes"
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
+READAHEAD_KEY = "remote.fetch.readahead.chunks"
+DEFAULT_READAHEAD = 1
 
 _Chunk = tuple[str, int]
 """(object key, chunk index)."""
@@ -51,14 +61,20 @@ class ChunkCache:
         directory: Path,
         max_bytes: int = DEFAULT_CACHE_BYTES,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        readahead: int = 0,
     ) -> None:
         if chunk_bytes <= 0:
             raise ValueError(f"{CHUNK_BYTES_KEY} must be positive, got {chunk_bytes}")
         if max_bytes < 0:
             raise ValueError(f"{CACHE_BYTES_KEY} must not be negative, got {max_bytes}")
+        if readahead < 0:
+            raise ValueError(f"{READAHEAD_KEY} must not be negative, got {readahead}")
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.chunk_bytes = chunk_bytes
+        self.readahead = readahead if max_bytes >= (readahead + 1) * chunk_bytes else 0
+        self._ahead: ThreadPoolExecutor | None = None
+        """The read-ahead thread, made on first use."""
         _empty_directory(self.directory)
         self._lock = threading.Lock()
         self._chunks: OrderedDict[_Chunk, int] = OrderedDict()
@@ -75,6 +91,8 @@ class ChunkCache:
         """Ranged GETs sent."""
         self.evictions = 0
         """Chunks evicted to stay under ``max_bytes``."""
+        self.read_ahead = 0
+        """Chunks fetched ahead of a read."""
 
     def stats(self) -> dict[str, int]:
         with self._lock:
@@ -84,6 +102,7 @@ class ChunkCache:
                 "fetched_bytes": self.fetched_bytes,
                 "requests": self.requests,
                 "evictions": self.evictions,
+                "read_ahead": self.read_ahead,
                 "cached_bytes": self._size,
                 "cached_chunks": len(self._chunks),
             }
@@ -136,9 +155,46 @@ class ChunkCache:
             for fd, _ in cached.values():
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if self.readahead:
+            self._read_ahead(store, key, object_size, last)
         if first == last:
             return pieces[first]
         return b"".join(pieces[i] for i in range(first, last + 1))
+
+    def _read_ahead(self, store: ObjectStore, key: str, object_size: int, last: int) -> None:
+        """Start fetching the ``readahead`` chunks after chunk ``last`` that are neither
+        cached nor in flight."""
+        chunks = (object_size + self.chunk_bytes - 1) // self.chunk_bytes
+        started: dict[int, Future[bytes]] = {}
+        with self._lock:
+            if self._ahead is None:
+                self._ahead = ThreadPoolExecutor(1, "remote-readahead")
+            for i in range(last + 1, min(chunks, last + 1 + self.readahead)):
+                if (key, i) not in self._chunks and (key, i) not in self._inflight:
+                    started[i] = self._inflight[(key, i)] = Future()
+                    self.read_ahead += 1
+            ahead = self._ahead
+        for i, future in started.items():
+            try:
+                ahead.submit(self._fetch_ahead, store, key, object_size, i, future)
+            except RuntimeError as exc:  # closed
+                self._fail(key, {i: future}, exc)
+
+    def _fetch_ahead(
+        self, store: ObjectStore, key: str, object_size: int, index: int, future: Future[bytes]
+    ) -> None:
+        try:
+            self._fetch(store, key, object_size, [index], {index: future})
+        except BaseException as exc:
+            self._fail(key, {index: future}, exc)
+
+    def close(self) -> None:
+        """Stop reading ahead. Fetches already started finish in the background (their
+        in-flight futures must resolve: a reader may be waiting for them)."""
+        with self._lock:
+            ahead, self._ahead, self.readahead = self._ahead, None, 0
+        if ahead is not None:
+            ahead.shutdown(wait=False)
 
     def _piece(self, index: int, data: bytes, start: int, end: int) -> bytes:
         """The part of chunk ``index`` (``data``) inside ``[start, end)``."""

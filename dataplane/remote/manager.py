@@ -92,6 +92,7 @@ class RemoteLogManager:
             Path(config.data_dir) / CACHE_DIR,
             int(config["remote.fetch.cache.bytes"]),
             int(config["remote.fetch.chunk.bytes"]),
+            int(config["remote.fetch.readahead.chunks"]),
         )
         self.reader = RemoteReader(self.store, self.cache, self.cluster_id)
         self.copier_threads = int(config["remote.log.manager.copier.thread.pool.size"])
@@ -118,6 +119,7 @@ class RemoteLogManager:
                 await self._task
         self.copiers.shutdown(wait=False, cancel_futures=True)
         self.readers.shutdown(wait=False, cancel_futures=True)
+        self.cache.close()
 
     async def _run(self) -> None:
         interval = int(self.broker.config["remote.log.manager.task.interval.ms"]) / 1000

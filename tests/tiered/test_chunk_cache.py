@@ -264,3 +264,65 @@ def test_a_stopped_store_is_unavailable(tmp_path: Path) -> None:
     closed = S3ObjectStore(settings_for("http://127.0.0.1:9", "none", max_attempts=1))
     with pytest.raises(ObjectStoreUnavailable):
         cache.read(closed, "k", 100, 0, 10)
+
+
+def wait_idle(cache: ChunkCache) -> None:
+    """Until no fetch is in flight (read-ahead runs in the background)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while cache._inflight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not cache._inflight
+
+
+def test_read_ahead_fetches_each_chunk_once_before_it_is_read(
+    store: S3ObjectStore, tmp_path: Path
+) -> None:
+    data = put(store, "ahead", 10 * CHUNK + 123)
+    cache = ChunkCache(tmp_path / "cache", 100 * CHUNK, CHUNK, readahead=2)
+    for start in range(0, len(data), 400):  # a consumer reading on, 400 bytes at a time
+        got = cache.read(store, "ahead", len(data), start, start + 400)
+        assert got == data[start : start + 400]
+    wait_idle(cache)
+    stats = cache.stats()
+    # only the first chunk was missing when read; the others were fetched ahead, once each,
+    # and never past the object's end
+    assert stats["misses"] == 1
+    assert stats["read_ahead"] == 10
+    assert (stats["requests"], stats["fetched_bytes"]) == (11, len(data))
+
+
+def test_no_read_ahead_without_room_for_it(store: S3ObjectStore, tmp_path: Path) -> None:
+    data = put(store, "roomless", 10 * CHUNK)
+    cache = ChunkCache(tmp_path / "cache", 2 * CHUNK, CHUNK, readahead=2)
+    assert cache.readahead == 0
+    assert cache.read(store, "roomless", len(data), 0, CHUNK) == data[:CHUNK]
+    assert cache.stats()["read_ahead"] == 0
+
+
+def test_a_closed_cache_stops_reading_ahead(store: S3ObjectStore, tmp_path: Path) -> None:
+    data = put(store, "closing", 10 * CHUNK)
+    cache = ChunkCache(tmp_path / "cache", 100 * CHUNK, CHUNK, readahead=1)
+    assert cache.read(store, "closing", len(data), 0, CHUNK) == data[:CHUNK]
+    cache.close()
+    wait_idle(cache)
+    assert cache.read(store, "closing", len(data), CHUNK, 3 * CHUNK) == data[CHUNK : 3 * CHUNK]
+    assert cache.stats()["read_ahead"] == 1
+
+
+def test_a_failed_read_ahead_fails_its_waiter_once(tmp_path: Path) -> None:
+    cache = ChunkCache(tmp_path / "cache", 100 * CHUNK, CHUNK, readahead=1)
+    with EmbeddedS3(tmp_path / "s3") as server:
+        store = S3ObjectStore(settings_for(server.endpoint, "ahead-down", max_attempts=1))
+        store.ensure_bucket()
+        data = put(store, "obj", 4 * CHUNK)
+        assert cache.read(store, "obj", len(data), 0, CHUNK) == data[:CHUNK]
+        wait_idle(cache)  # chunk 1 fetched ahead while the store was up
+    assert cache.read(store, "obj", len(data), CHUNK, 2 * CHUNK) == data[CHUNK : 2 * CHUNK]
+    # that read started a read-ahead of chunk 2 against the stopped store: a reader of
+    # chunk 2 gets the store's error (waiting for it, or fetching it again), never a hang
+    with pytest.raises(ObjectStoreUnavailable):
+        cache.read(store, "obj", len(data), 2 * CHUNK, 3 * CHUNK)
+    wait_idle(cache)
+    assert cache.stats()["cached_chunks"] == 2
