@@ -10,7 +10,6 @@ gRPC failures become one-line :class:`CliError`s in one place, :func:`explain`.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,9 +26,6 @@ ENDPOINT_FILE = "endpoint"
 TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
 PID_FILE = "controlplane.pid"
 DEFAULT_TIMEOUT = 30.0
-OBJECT_STORE_METADATA = "sluice-object-store-bin"
-"""Response metadata where the control plane puts the object store, as JSON (a stopgap until
-the API messages have fields for it; controlplane/api/common.py writes it)."""
 
 
 def home_dir(override: str | None = None) -> Path:
@@ -101,30 +97,8 @@ class Api:
         except grpc.RpcError as exc:
             raise explain(exc, self.env, self.endpoint) from None
 
-    def call_with_object_store(
-        self, method: Any, request: Any, timeout: float = DEFAULT_TIMEOUT
-    ) -> tuple[Any, dict[str, Any]]:
-        """The reply and the object store the control plane sent with it (``{}`` if none)."""
-        try:
-            reply, call = method.with_call(request, metadata=self.metadata, timeout=timeout)
-        except grpc.RpcError as exc:
-            raise explain(exc, self.env, self.endpoint) from None
-        return reply, object_store_of(call)
-
     def close(self) -> None:
         self.channel.close()
-
-
-def object_store_of(call: Any) -> dict[str, Any]:
-    """The object-store metadata of a finished call, decoded (``{}`` when absent or bad)."""
-    for key, value in call.initial_metadata() or ():
-        if key == OBJECT_STORE_METADATA:
-            try:
-                decoded = json.loads(value)
-            except ValueError:
-                return {}
-            return decoded if isinstance(decoded, dict) else {}
-    return {}
 
 
 def explain(exc: grpc.RpcError, env: Env, endpoint: str) -> CliError:

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 import click
@@ -305,13 +304,10 @@ def status(ctx: click.Context, home: str | None, output: str) -> None:
     env = _env(ctx, home)
     pid = daemon_pid(env.home)
     reply: controlplane_pb2.Status | None = None
-    store: dict[str, Any] = {}
     if pid is not None or env.endpoint_override:
         api = Api(env)
         try:
-            reply, store = api.call_with_object_store(
-                api.status.GetStatus, controlplane_pb2.GetStatusRequest(), 8
-            )
+            reply = api.call(api.status.GetStatus, controlplane_pb2.GetStatusRequest(), 8)
         except CliError:
             if pid is not None:
                 raise
@@ -319,7 +315,7 @@ def status(ctx: click.Context, home: str | None, output: str) -> None:
             api.close()
     if output == "json":
         orphan_count = 0 if reply is not None else len(broker_pids(env.home))
-        emit_json(status_json(str(env.home), pid, reply, orphan_count, store))
+        emit_json(status_json(str(env.home), pid, reply, orphan_count))
         return
     if reply is None:
         click.echo(f"control plane: not running (home {env.home})")

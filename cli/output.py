@@ -346,17 +346,20 @@ def topics_table(topics: Sequence[topics_pb2.Topic]) -> str:
 # ---------------------------------------------------------------------- status
 
 
-def status_object_store_json(store: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The control plane's object store, as `cloudctl status -o json` shows it."""
-    store = store or {}
+def status_object_store_json(status: controlplane_pb2.Status | None) -> dict[str, Any]:
+    """The control plane's object store, as `cloudctl status -o json` shows it (every key
+    present; empty values when there is none)."""
+    store = controlplane_pb2.ObjectStoreStatus()
+    if status is not None and status.HasField("object_store"):
+        store = status.object_store
     return {
-        "kind": str(store.get("kind", "")),
-        "endpoint": str(store.get("endpoint", "")),
-        "data_dir": str(store.get("data_dir", "")),
-        "pid": int(store.get("pid", 0) or 0),
-        "restarts": int(store.get("restarts", 0) or 0),
-        "answering": bool(store.get("answering", False)),
-        "detail": str(store.get("detail", "")),
+        "kind": store.kind,
+        "endpoint": store.endpoint,
+        "data_dir": store.data_dir,
+        "pid": store.pid,
+        "restarts": store.restarts,
+        "answering": store.answering,
+        "detail": store.detail,
     }
 
 
@@ -365,7 +368,6 @@ def status_json(
     running_pid: int | None,
     status: controlplane_pb2.Status | None,
     orphans: int = 0,
-    object_store: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``orphans``: broker processes found running while the control plane is not."""
     return {
@@ -379,7 +381,7 @@ def status_json(
         "brokers_running": status.brokers_running if status is not None else orphans,
         "s3_endpoint": status.s3_endpoint if status is not None else "",
         "s3_note": status.s3_note if status is not None else "",
-        "object_store": status_object_store_json(object_store),
+        "object_store": status_object_store_json(status),
     }
 
 

@@ -193,18 +193,6 @@ class ObjectStoreManager:
             max_attempts=max_attempts,
         )
 
-    def describe(self, probe: Probe) -> dict[str, object]:
-        """What `cloudctl status` shows (JSON-ready; every key always present)."""
-        return {
-            "kind": self.kind,
-            "endpoint": self.endpoint,
-            "data_dir": str(self.data_dir) if self.embedded else "",
-            "pid": self.pid,
-            "restarts": self.restarts,
-            "answering": probe.answering,
-            "detail": probe.detail,
-        }
-
     def note(self, probe: Probe) -> str:
         """One line: where the object store is and whether it answers."""
         if self.embedded:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -20,18 +19,6 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 Handler = Callable[[S, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
-
-OBJECT_STORE_METADATA = "sluice-object-store-bin"
-"""Response metadata of GetStatus with the control plane's object store as JSON
-(``{"kind", "endpoint", "data_dir", "pid", "restarts", "answering", "detail"}``), until
-StatusResponse has fields for it; grpcurl shows it with ``-v``, `cloudctl status` reads it.
-Clusters carry theirs in ``Cluster.object_store``."""
-
-
-async def send_object_store(context: grpc.aio.ServicerContext, value: object) -> None:
-    """Attach ``value`` as the object-store metadata of this response."""
-    payload = json.dumps(value, sort_keys=True).encode()
-    await context.send_initial_metadata(((OBJECT_STORE_METADATA, payload),))
 
 
 def rpc(method: Handler[S, Req, Resp]) -> Handler[S, Req, Resp]:

@@ -6,7 +6,7 @@ import os
 
 import grpc
 
-from controlplane.api.common import rpc, send_object_store, timestamp
+from controlplane.api.common import rpc, timestamp
 from controlplane.reconciler import ClusterManager
 from proto.sluice.v1 import controlplane_pb2 as pb
 from proto.sluice.v1 import controlplane_pb2_grpc as pb_grpc
@@ -27,10 +27,19 @@ class StatusService(pb_grpc.ControlPlaneServicer):
         store = self.manager.store
         objects = self.manager.object_store
         s3_endpoint = s3_note = ""
+        object_store = None
         if objects is not None:
             probe = await objects.probe()
             s3_endpoint, s3_note = objects.endpoint, objects.note(probe)
-            await send_object_store(context, objects.describe(probe))
+            object_store = pb.ObjectStoreStatus(
+                kind=objects.kind,
+                endpoint=objects.endpoint,
+                data_dir=str(objects.data_dir) if objects.embedded else "",
+                pid=objects.pid,
+                restarts=objects.restarts,
+                answering=probe.answering,
+                detail=probe.detail,
+            )
         return pb.Status(
             version=VERSION,
             pid=os.getpid(),
@@ -41,4 +50,5 @@ class StatusService(pb_grpc.ControlPlaneServicer):
             s3_note=s3_note,
             clusters=len(store.list_clusters()),
             brokers_running=self.manager.running_brokers(),
+            object_store=object_store,
         )

@@ -6,7 +6,6 @@ brokers; the buckets are checked with ``S3ObjectStore`` against the server itsel
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
@@ -28,22 +27,22 @@ from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError
 from tiered.object_store import S3ObjectStore
 
-METADATA_KEY = "sluice-object-store-bin"
-
-
-def sent_object_store(call: Any) -> dict[str, Any]:
-    for key, value in call.initial_metadata():
-        if key == METADATA_KEY:
-            decoded: dict[str, Any] = json.loads(value)
-            return decoded
-    raise AssertionError("no object-store metadata in the reply")
-
 
 def status(plane: ControlPlaneProcess) -> tuple[spb.Status, dict[str, Any]]:
-    reply, call = plane.status.GetStatus.with_call(
-        spb.GetStatusRequest(), metadata=plane.metadata, timeout=10
-    )
-    return reply, sent_object_store(call)
+    """GetStatus, and its object store as a dict (every field, defaults included)."""
+    reply = plane.status.GetStatus(spb.GetStatusRequest(), metadata=plane.metadata, timeout=10)
+    assert reply.HasField("object_store"), "GetStatus did not name the object store"
+    got = reply.object_store
+    store = {
+        "kind": got.kind,
+        "endpoint": got.endpoint,
+        "data_dir": got.data_dir,
+        "pid": got.pid,
+        "restarts": got.restarts,
+        "answering": got.answering,
+        "detail": got.detail,
+    }
+    return reply, store
 
 
 def answering(plane: ControlPlaneProcess, other_than: int = 0) -> dict[str, Any]:

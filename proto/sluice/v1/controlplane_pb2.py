@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"proto/sluice/v1/controlplane.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetStatusRequest\"\xc7\x01\n\x06Status\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x0c\n\x04home\x18\x03 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bs3_endpoint\x18\x06 \x01(\t\x12\x0f\n\x07s3_note\x18\x07 \x01(\t\x12\x10\n\x08\x63lusters\x18\x08 \x01(\x05\x12\x17\n\x0f\x62rokers_running\x18\t \x01(\x05\x32K\n\x0c\x43ontrolPlane\x12;\n\tGetStatus\x12\x1b.sluice.v1.GetStatusRequest\x1a\x11.sluice.v1.Statusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"proto/sluice/v1/controlplane.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetStatusRequest\"\xfb\x01\n\x06Status\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x0c\n\x04home\x18\x03 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bs3_endpoint\x18\x06 \x01(\t\x12\x0f\n\x07s3_note\x18\x07 \x01(\t\x12\x10\n\x08\x63lusters\x18\x08 \x01(\x05\x12\x17\n\x0f\x62rokers_running\x18\t \x01(\x05\x12\x32\n\x0cobject_store\x18\n \x01(\x0b\x32\x1c.sluice.v1.ObjectStoreStatus\"\x87\x01\n\x11ObjectStoreStatus\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x64\x61ta_dir\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x11\n\tanswering\x18\x06 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t2K\n\x0c\x43ontrolPlane\x12;\n\tGetStatus\x12\x1b.sluice.v1.GetStatusRequest\x1a\x11.sluice.v1.Statusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,7 +35,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATUSREQUEST']._serialized_start=82
   _globals['_GETSTATUSREQUEST']._serialized_end=100
   _globals['_STATUS']._serialized_start=103
-  _globals['_STATUS']._serialized_end=302
-  _globals['_CONTROLPLANE']._serialized_start=304
-  _globals['_CONTROLPLANE']._serialized_end=379
+  _globals['_STATUS']._serialized_end=354
+  _globals['_OBJECTSTORESTATUS']._serialized_start=357
+  _globals['_OBJECTSTORESTATUS']._serialized_end=492
+  _globals['_CONTROLPLANE']._serialized_start=494
+  _globals['_CONTROLPLANE']._serialized_end=569
 # @@protoc_insertion_point(module_scope)
