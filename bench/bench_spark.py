@@ -42,11 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bench_tiered import Meter, Usage, log_gets, store_for
+from bench.bench_tiered import Meter, Usage, log_gets, produce, store_for
 from bench.common import REPO, cpu_seconds, replace_section
 from spark.remote_log import RemoteLog, describe_remote_log
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.tiering import data_source_options
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.layout import segment_keys
 
@@ -131,45 +132,8 @@ def create(broker: BrokerProcess, topic: Topic) -> None:
     client.create_topics([new])[topic.name].result(30)
 
 
-def produce(broker: BrokerProcess, topic: Topic) -> None:
-    """``topic.records`` records of RECORD random bytes, record i to partition i % P."""
-    from confluent_kafka import Producer
-
-    producer = Producer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "linger.ms": 20,
-            "batch.size": 1_000_000,
-            "acks": "1",
-            "enable.idempotence": False,
-            "compression.codec": "none",
-            "queue.buffering.max.kbytes": 1_048_576,
-            "log_level": 0,
-        }
-    )
-    values = [os.urandom(RECORD) for _ in range(64)]
-    for i in range(topic.records):
-        while True:
-            try:
-                producer.produce(topic.name, values[i % 64], partition=i % topic.partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 1000 == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    if left:
-        raise RuntimeError(f"{left} records not delivered")
-
-
 def s3_options(s3: EmbeddedS3) -> dict[str, str]:
-    """The cluster's object store, as ``sluice.s3.*`` options (without the prefix)."""
-    return {
-        "endpoint": s3.endpoint,
-        "bucket": BUCKET,
-        "access.key.id": "test",
-        "secret.access.key": "test",
-    }
+    return data_source_options(s3.endpoint, BUCKET)
 
 
 def local_bases(broker: BrokerProcess, topic: str, partition: int) -> list[int]:
@@ -310,7 +274,9 @@ class SparkReader:
 
     def frame(self, kind: str, topic: Topic, ending: str = "latest") -> Any:
         if kind == "memory":
-            highs = topic.highs if ending == "latest" else [20_000]
+            highs = topic.highs
+            if ending != "latest":
+                highs = [int(v) for v in json.loads(ending)[topic.name].values()]
             return (
                 self.session.read.format("bench-memory").option("highs", json.dumps(highs)).load()
             )
@@ -322,8 +288,7 @@ class SparkReader:
             .option("endingOffsets", ending)
         )
         if kind == "sluice":
-            for key, value in s3_options(self.s3).items():
-                reader = reader.option(f"sluice.s3.{key}", value)
+            reader = reader.options(**s3_options(self.s3))
         return reader.load()
 
     def query(self, kind: str, topic: Topic, ending: str = "latest") -> tuple[Any, Any]:
@@ -337,8 +302,12 @@ class SparkReader:
         )
 
     def warm_up(self, topic: Topic) -> None:
-        ending = json.dumps({topic.name: {"0": min(20_000, topic.highs[0])}})
-        for kind in ("sluice", "kafka", "memory"):
+        """~20,000 records of each kind (Spark's Kafka source wants an ending offset for
+        every partition)."""
+        share = 20_000 // topic.partitions
+        ends = {str(p): min(share, high) for p, high in enumerate(topic.highs)}
+        ending = json.dumps({topic.name: ends})
+        for kind in SPARK:
             self.query(kind, topic, ending)[1].collect()
 
     def read(self, kind: str, topic: Topic) -> Read:
@@ -414,7 +383,7 @@ def decode_alone(s3: EmbeddedS3, broker: BrokerProcess, topic: Topic) -> tuple[f
     from spark.source import SluiceReader
 
     options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic.name}
-    options |= {f"sluice.s3.{k}": v for k, v in s3_options(s3).items()}
+    options |= s3_options(s3)
     reader = SluiceReader(read_options(options, streaming=False))
     tiered = [p for p in reader.partitions() if isinstance(p.value, TieredSplit)]
     for _ in reader.read(tiered[-1]):  # the boto3 client, made once per executor process
@@ -468,7 +437,7 @@ def raw_gets(s3: EmbeddedS3, topic: Topic, threads: int = 2) -> Usage:
 def prepare(broker: BrokerProcess, topic: Topic) -> None:
     create(broker, topic)
     t = time.perf_counter()
-    produce(broker, topic)
+    produce(broker, [topic.name], topic.records, partitions=topic.partitions)
     marks = watermarks(broker, topic)
     topic.highs = [high for _, high in marks]
     if sum(topic.highs) != topic.records or any(low for low, _ in marks):
@@ -528,7 +497,6 @@ def measure(mib: int, counts: list[int], runs: int, workdir: Path | None) -> dic
                         flush=True,
                     )
         out["spark_version"] = session.version
-        stop_session()
     except BaseException:
         print(f"broker log tail ({broker.log_path}):\n{broker.logs()[-3000:]}", flush=True)
         raise

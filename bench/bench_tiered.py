@@ -268,8 +268,11 @@ def alter(broker: BrokerProcess, topic: str, key: str, value: str) -> None:
     client.incremental_alter_configs([resource_])[resource_].result(30)
 
 
-def produce(broker: BrokerProcess, topics: list[str], count: int) -> None:
-    """``count`` records of RECORD bytes to each topic (the same records to each)."""
+def produce(
+    broker: BrokerProcess, topics: list[str], count: int, partitions: int | None = None
+) -> None:
+    """``count`` records of RECORD random bytes to each topic (the same records to each);
+    with ``partitions``, record i to partition i % partitions (else the client's choice)."""
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -287,10 +290,11 @@ def produce(broker: BrokerProcess, topics: list[str], count: int) -> None:
     values = [os.urandom(RECORD) for _ in range(64)]
     for i in range(count):
         value = values[i % len(values)]
+        where = {} if partitions is None else {"partition": i % partitions}
         for topic in topics:
             while True:
                 try:
-                    producer.produce(topic, value)
+                    producer.produce(topic, value, **where)
                     break
                 except BufferError:
                     producer.poll(0.05)

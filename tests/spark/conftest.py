@@ -19,7 +19,7 @@ from spark.remote_log import describe_remote_log
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
-from tests.support.tiering import TOPIC_CONFIG, broker_settings
+from tests.support.tiering import TOPIC_CONFIG, broker_settings, data_source_options
 from tiered.embedded_s3 import EmbeddedS3
 
 BUCKET = "spark-tiered"
@@ -28,12 +28,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def s3_options(s3: EmbeddedS3) -> dict[str, str]:
-    return {
-        "sluice.s3.endpoint": s3.endpoint,
-        "sluice.s3.bucket": BUCKET,
-        "sluice.s3.access.key.id": "test",
-        "sluice.s3.secret.access.key": "test",
-    }
+    return data_source_options(s3.endpoint, BUCKET)
 
 
 @pytest.fixture(scope="module")

@@ -32,3 +32,13 @@ def broker_settings(endpoint: str, bucket: str) -> dict[str, str]:
         "tiered.s3.read.timeout.ms": "3000",
         "tiered.s3.max.attempts": "1",
     }
+
+
+def data_source_options(endpoint: str, bucket: str) -> dict[str, str]:
+    """``format("sluice")``'s options for the object store of such a broker."""
+    return {
+        "sluice.s3.endpoint": endpoint,
+        "sluice.s3.bucket": bucket,
+        "sluice.s3.access.key.id": "test",
+        "sluice.s3.secret.access.key": "test",
+    }
