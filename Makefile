@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test lint typecheck unit system-deps java-deps spark-kafka kafka bench clean
+.PHONY: venv proto demo demo-broker test test-minio lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -40,6 +40,10 @@ java-deps:
 spark-kafka: venv
 	@./tools/fetch-spark-kafka.sh
 
+# MinIO, a real S3-compatible server, built from the Go module proxy (tests/tiered/test_minio.py).
+minio:
+	@./tools/build-minio.sh
+
 kafka: java-deps
 
 demo: venv
@@ -57,6 +61,11 @@ typecheck: venv
 
 test: venv system-deps java-deps spark-kafka lint typecheck
 	@$(PY) -m pytest $(PYTEST_ARGS)
+
+# The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:
+# building MinIO takes minutes and ~1 GB of Go modules).
+test-minio: venv minio
+	@$(PY) -m pytest -m minio tests/tiered/test_minio.py $(PYTEST_ARGS)
 
 unit: venv
 	@$(PY) -m pytest tests/dataplane $(PYTEST_ARGS)
