@@ -74,4 +74,5 @@ bench: venv system-deps java-deps spark-kafka
 	@$(PY) -m bench.run_all
 
 clean:
+	@chmod -R u+w $(CACHE)/go 2>/dev/null || true  # Go's module cache is read-only
 	rm -rf $(VENV) $(CACHE) build *.egg-info
