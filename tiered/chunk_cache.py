@@ -167,6 +167,8 @@ class ChunkCache:
         chunks = (object_size + self.chunk_bytes - 1) // self.chunk_bytes
         started: dict[int, Future[bytes]] = {}
         with self._lock:
+            if not self.readahead:
+                return  # closed meanwhile
             if self._ahead is None:
                 self._ahead = ThreadPoolExecutor(1, "remote-readahead")
             for i in range(last + 1, min(chunks, last + 1 + self.readahead)):
