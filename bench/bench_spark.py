@@ -42,8 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bench_tiered import Meter, Usage, log_gets, produce, store_for
-from bench.common import REPO, cpu_seconds, replace_section
+from bench.bench_tiered import (
+    Meter,
+    Usage,
+    broker_settings,
+    local_bases,
+    log_gets,
+    produce,
+    store_for,
+)
+from bench.common import CLK_TCK, REPO, replace_section
 from spark.remote_log import RemoteLog, describe_remote_log
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
@@ -105,20 +113,6 @@ class Topic:
         ]
 
 
-def broker_settings(endpoint: str) -> dict[str, str]:
-    return {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.manager.task.interval.ms": "100",
-        "log.retention.check.interval.ms": "200",
-        "remote.fetch.chunk.bytes": str(CHUNK),
-        "remote.fetch.cache.bytes": str(CACHE),
-        "tiered.s3.endpoint": endpoint,
-        "tiered.s3.bucket": BUCKET,
-        "tiered.s3.access.key.id": "test",
-        "tiered.s3.secret.access.key": "test",
-    }
-
-
 def create(broker: BrokerProcess, topic: Topic) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -134,11 +128,6 @@ def create(broker: BrokerProcess, topic: Topic) -> None:
 
 def s3_options(s3: EmbeddedS3) -> dict[str, str]:
     return data_source_options(s3.endpoint, BUCKET)
-
-
-def local_bases(broker: BrokerProcess, topic: str, partition: int) -> list[int]:
-    directory = broker.data_dir / f"{topic}-{partition}"
-    return sorted(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
 
 
 def settled(broker: BrokerProcess, topic: Topic) -> bool:
@@ -176,34 +165,27 @@ class Read:
 
 
 def spark_tree_cpu(root: int) -> float:
-    """CPU of Spark's JVM and its descendants (the Python workers), waited-for children
-    included."""
+    """CPU of Spark's JVM and its descendants (the Python workers), the children they have
+    waited for included: one pass over /proc."""
     parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            parents[int(entry.name)] = int(fields[1])
+            pid = int(entry.name)
+            parents[pid] = int(fields[1])
+            # after the ")": utime, stime, cutime, cstime are fields 11-14
+            cpu[pid] = sum(int(f) for f in fields[11:15]) / CLK_TCK
     tree, frontier = {root}, [root]
     while frontier:
         pid = frontier.pop()
         children = [c for c, parent in parents.items() if parent == pid and c not in tree]
         tree.update(children)
         frontier.extend(children)
-    total = 0.0
-    for pid in tree:
-        total += cpu_seconds(pid) + waited_children_cpu(pid)
-    return total
-
-
-def waited_children_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu.get(pid, 0.0) for pid in tree)
 
 
 def memory_source() -> type:
@@ -470,7 +452,8 @@ def measure(mib: int, counts: list[int], runs: int, workdir: Path | None) -> dic
     records = mib * MiB // RECORD
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-spark-", dir=workdir))
     s3 = EmbeddedS3(work / "s3")
-    broker = BrokerProcess(work / "broker", broker_settings(s3.endpoint))
+    settings = broker_settings(s3.endpoint, CACHE, chunk_bytes=CHUNK)
+    broker = BrokerProcess(work / "broker", settings)
     topics = [Topic(f"backfill-{p}", p, records) for p in counts]
     out["topics"] = topics
     try:

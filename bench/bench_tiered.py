@@ -230,13 +230,15 @@ class RawStore:
 # ---------------------------------------------------------------------------- the broker
 
 
-def broker_settings(endpoint: str, cache_bytes: int, readahead: int = 1) -> dict[str, str]:
+def broker_settings(
+    endpoint: str, cache_bytes: int, readahead: int = 1, chunk_bytes: int = CHUNK
+) -> dict[str, str]:
     return {
         "remote.fetch.readahead.chunks": str(readahead),
         "remote.log.storage.system.enable": "true",
         "remote.log.manager.task.interval.ms": "100",
         "log.retention.check.interval.ms": "200",
-        "remote.fetch.chunk.bytes": str(CHUNK),
+        "remote.fetch.chunk.bytes": str(chunk_bytes),
         "remote.fetch.cache.bytes": str(cache_bytes),
         "tiered.s3.endpoint": endpoint,
         "tiered.s3.bucket": BUCKET,
@@ -329,9 +331,10 @@ def describe_remote(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
     return segments
 
 
-def local_bases(broker: BrokerProcess, topic: str) -> list[int]:
+def local_bases(broker: BrokerProcess, topic: str, partition: int = 0) -> list[int]:
     """Base offsets of the partition's local segments, the active (last) one included."""
-    return sorted(int(p.name.split(".")[0]) for p in (broker.data_dir / f"{topic}-0").glob("*.log"))
+    directory = broker.data_dir / f"{topic}-{partition}"
+    return sorted(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
 
 
 def all_copied(broker: BrokerProcess, closed: list[int]) -> list[dict[str, Any]] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cli.output import status_object_store_json
 from controlplane.objectstore import EMBEDDED_CREDENTIALS
 from controlplane.process import read_cmdline
 from proto.sluice.v1 import clusters_pb2 as cpb
@@ -32,16 +33,7 @@ def status(plane: ControlPlaneProcess) -> tuple[spb.Status, dict[str, Any]]:
     """GetStatus, and its object store as a dict (every field, defaults included)."""
     reply = plane.status.GetStatus(spb.GetStatusRequest(), metadata=plane.metadata, timeout=10)
     assert reply.HasField("object_store"), "GetStatus did not name the object store"
-    got = reply.object_store
-    store = {
-        "kind": got.kind,
-        "endpoint": got.endpoint,
-        "data_dir": got.data_dir,
-        "pid": got.pid,
-        "restarts": got.restarts,
-        "answering": got.answering,
-        "detail": got.detail,
-    }
+    store = status_object_store_json(reply)  # cloudctl status -o json's view
     return reply, store
 
 
