@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.image import Delta, MetadataImage
 from dataplane.cluster.member import ClusterMember
+from dataplane.cluster.producer_ids import ProducerIdManager
 from dataplane.config import BROKER_CONFIGS, BrokerConfig
 from dataplane.durable import write_atomically
 from dataplane.errors import InvalidConfig
@@ -56,6 +57,9 @@ class Broker:
         self.metadata = MetadataImage(node_id=self.node_id, cluster_id=cluster_id)
         self.logs = LogManager(config, self.metadata)
         self.cluster = ClusterMember(config, self.metadata, data_dir)
+        self.producer_ids = ProducerIdManager(
+            self.cluster.allocate_producer_ids, int(config["producer.id.wait.ms"]) / 1000
+        )
         self.replicas = ReplicaManager(self)
         self.remote: RemoteLogManager | None = None
         if config["remote.log.storage.system.enable"]:
@@ -100,6 +104,7 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.producer_ids.stop()
         if self.groups is not None:
             await self.groups.stop()
         if self.remote is not None:

@@ -449,6 +449,25 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=1,
             read_only=True,
         ),
+        ConfigDef(
+            "producer.id.block.size",
+            I,
+            1000,
+            "Producer ids the controller gives a broker at a time (KIP-730 blocks, as Kafka's "
+            "1000); a broker asks for the next block when 90% of its block is handed out.",
+            minimum=1,
+            maximum=1_000_000,
+            read_only=True,
+        ),
+        ConfigDef(
+            "producer.id.wait.ms",
+            I,
+            10000,
+            "Longest an InitProducerId waits for a block of producer ids from the controller "
+            "before it answers COORDINATOR_LOAD_IN_PROGRESS (retriable).",
+            minimum=1,
+            read_only=True,
+        ),
         ConfigDef("fetch.max.bytes", I, 57671680, "Largest fetch response.", minimum=0),
         ConfigDef(
             "log.message.timestamp.before.max.ms",

@@ -2,7 +2,9 @@
 
 A handler validates against the image and calls these methods instead of changing
 anything; the records commit together (all or nothing) once the handler has built its
-answer, and every broker applies them from the log.
+answer, and every broker applies them from the log. A ``Changes`` exists only inside
+``QuorumController.decide``: it is made under the controller's lock, after the image holds
+every earlier decision, so nothing it reads can go stale before its records commit.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ class Changes:
         self.records: list[r.Record] = []
         self.after: list[Awaitable[object]] = []
         """Awaited after the commit, before the answer (e.g. local topic removals)."""
-        self._next_producer_id = self.image.next_producer_id
 
     def create_topic(
         self,
@@ -78,13 +79,6 @@ class Changes:
 
     def set_broker_configs(self, scope: str, configs: dict[str, str]) -> None:
         self.records.append(r.BrokerConfig(scope, dict(configs)))
-
-    def allocate_producer_id(self) -> int:
-        pid = self._next_producer_id
-        self._next_producer_id += 1
-        self.records = [x for x in self.records if not isinstance(x, r.ProducerIds)]
-        self.records.append(r.ProducerIds(self._next_producer_id))
-        return pid
 
     def discard_after(self) -> None:
         for awaitable in self.after:

@@ -30,11 +30,13 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from dataplane.cluster import records as r
+from dataplane.cluster.changes import Changes
 from dataplane.cluster.image import MetadataImage, PartitionState
 from dataplane.errors import (
+    BrokerError,
     BrokerNotAvailable,
     FencedLeaderEpoch,
     InvalidReplicaAssignment,
@@ -54,6 +56,10 @@ if TYPE_CHECKING:
     from dataplane.raft.server import RaftServer
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+PRODUCER_ID_LIMIT = 2**63 - 1
+ACTIVATION_WAIT_S = 10.0
 
 
 class QuorumController:
@@ -159,8 +165,51 @@ class QuorumController:
         except RaftError as exc:
             raise NotController(f"metadata commit failed: {exc}; retry") from exc
 
+    async def decide(self, decision: Callable[[Changes], T | Awaitable[T]]) -> T:
+        """The one path for a decision: under the lock, against an image that holds every
+        earlier decision, ``decision(changes)`` reads what it needs and records changes;
+        they commit as one entry before this returns its answer. Reading and committing are
+        one step: no other decision runs in between, and nothing read before the lock is
+        used. On failure nothing is committed and the changes' follow-ups are dropped."""
+        async with self.lock:
+            await self.wait_active(ACTIVATION_WAIT_S)
+            changes = Changes(self)
+            try:
+                answer = decision(changes)
+                if isinstance(answer, Awaitable):
+                    answer = await answer
+                if changes.records:
+                    await self.commit(changes.records)
+            except BaseException:
+                changes.discard_after()
+                raise
+        for follow_up in changes.after:
+            await follow_up
+        return answer
+
     def _session_timeout(self) -> float:
         return int(self.config["broker.session.timeout.ms"]) / 1000
+
+    # ------------------------------------------------------------------ producer ids
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """A block of producer ids for ``broker_id`` (KIP-730): (first id, length). The block
+        is in the metadata log before it is returned, so no other broker, restart or later
+        controller hands out any of its ids."""
+        async with self.lock:
+            await self.wait_active(ACTIVATION_WAIT_S)
+            known = self.image.brokers.get(broker_id)
+            if known is None or known.epoch != broker_epoch or known.fenced:
+                raise StaleBrokerEpoch(
+                    f"broker {broker_id} epoch {broker_epoch} is not registered and unfenced"
+                )
+            size = int(self.config["producer.id.block.size"])
+            start = self.image.next_producer_id
+            if start > PRODUCER_ID_LIMIT - size:
+                raise BrokerError("producer ids are exhausted")
+            await self.commit([r.ProducerIds(start + size, broker_id)])
+            log.info("producer ids %d-%d for broker %d", start, start + size - 1, broker_id)
+            return start, size
 
     # ------------------------------------------------------------------ brokers
 

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.allocate_producer_ids.v0 import request as allocate_req
 from kio.schema.alter_partition.v3 import request as alter_req
 from kio.schema.broker_heartbeat.v1 import request as heartbeat_req
 from kio.schema.broker_registration.v4 import request as register_req
@@ -265,6 +266,30 @@ class ClusterMember:
             if time.monotonic() >= deadline:
                 return response
             await asyncio.sleep(0.05 if attempt < 10 else 0.2)
+
+    # ------------------------------------------------------------------ producer ids
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A block of producer ids committed for this broker: (first id, length)."""
+        if self.epoch < 0:
+            raise NotController(f"broker {self.node_id} is not registered yet")
+        local = self.local_controller()
+        if local is not None:
+            return await local.allocate_producer_ids(self.node_id, self.epoch)
+        try:
+            response = await self.send_to_controller(
+                allocate_req.AllocateProducerIdsRequest(
+                    broker_id=BrokerId(self.node_id), broker_epoch=i64(self.epoch)
+                ),
+                timeout=5,
+            )
+        except ControllerIsLocal:
+            return await self.allocate_producer_ids()
+        if response.error_code != ErrorCode.none:
+            raise exception_for(
+                response.error_code, f"AllocateProducerIds: {response.error_code.name}"
+            )
+        return int(response.producer_id_start), int(response.producer_id_len)
 
     # ------------------------------------------------------------------ remote tier
 

@@ -90,9 +90,12 @@ class BrokerConfig:
 
 @dataclass(frozen=True, slots=True)
 class ProducerIds:
-    """Producer ids below ``next_id`` are handed out; blocks are never reused."""
+    """Producer ids below ``next_id`` are handed out; blocks are never reused. ``broker_id``
+    (-1 in entries written before blocks were per broker): the broker the block
+    ending at ``next_id`` went to (Kafka's ProducerIdsRecord)."""
 
     next_id: int
+    broker_id: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ MODULES = (
     "unregister_broker",
     "remote_log_metadata",
     "describe_remote_log",
+    "allocate_producer_ids",
 )
 
 HANDLERS: dict[int, Handler] = {}

@@ -1,8 +1,9 @@
 """Requests that change metadata run on the active controller.
 
 ``via_controller(ctx, request, decide)``: on the active controller, ``decide(ctx, request,
-changes)`` builds the answer while recording metadata changes, under the controller's
-lock; the changes commit as one metadata-log entry before the answer leaves. On any other
+changes)`` builds the answer while recording metadata changes, inside
+``QuorumController.decide`` (under the controller's lock, reading the image only there);
+the changes commit as one metadata-log entry before the answer leaves. On any other
 broker the request is forwarded as it is (same API version) to the active controller and
 its answer relayed, as KRaft brokers forward admin requests.
 """
@@ -21,7 +22,6 @@ from dataplane.handlers.context import RequestContext
 
 Decide = Callable[[RequestContext, Any, Changes], Any]
 FORWARD_TIMEOUT_S = 30.0
-ACTIVATION_WAIT_S = 10.0
 SETTLE_WAIT_S = 5.0
 
 
@@ -57,23 +57,9 @@ async def _decide_here(ctx: RequestContext, request: Any, decide: Decide) -> Any
     member = ctx.broker.cluster
     controller = member.controller
     assert controller is not None
-    changes = Changes(controller)
     try:
-        async with controller.lock:
-            await controller.wait_active(ACTIVATION_WAIT_S)
-            response = decide(ctx, request, changes)
-            if hasattr(response, "__await__"):
-                response = await response
-            if changes.records:
-                await controller.commit(changes.records)
+        return await controller.decide(lambda changes: decide(ctx, request, changes))
     except NotController:
-        changes.discard_after()
         if member.local_controller() is not None:
             raise
         return await member.send_to_controller(request, timeout=FORWARD_TIMEOUT_S)
-    except BaseException:
-        changes.discard_after()
-        raise
-    for awaitable in changes.after:
-        await awaitable
-    return response

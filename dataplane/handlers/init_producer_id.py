@@ -1,5 +1,11 @@
 """InitProducerId (22): a producer id and epoch for idempotent producers.
 
+As Kafka: a request without a transactional id always gets a new producer id at epoch 0
+(an idempotent producer that resets its sequences asks for a new id; the epoch bump of
+KIP-360 is for transactional ids). Ids come from this broker's block of producer ids
+(``cluster.producer_ids``), which the controller committed to the metadata log, so no two
+producers of the cluster ever share an id.
+
 Transactions are not supported yet: a request with a transactional id is answered
 INVALID_REQUEST, which clients report as a fatal error instead of retrying forever.
 """
@@ -11,8 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.cluster.changes import Changes
-from dataplane.handlers._controller import via_controller
+from dataplane.errors import BrokerError, error_code_for
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 22
@@ -21,33 +26,23 @@ ZERO = datetime.timedelta(0)
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
-        return ctx.make(
-            "InitProducerIdResponse",
-            throttle_time=ZERO,
-            error_code=ErrorCode.invalid_request,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    existing = getattr(request, "producer_id", -1)
-    epoch = getattr(request, "producer_epoch", -1)
-    if existing >= 0 and 0 <= epoch < 32767:
-        # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
-        return ctx.make(
-            "InitProducerIdResponse",
-            throttle_time=ZERO,
-            error_code=ErrorCode.none,
-            producer_id=existing,
-            producer_epoch=epoch + 1,
-        )
-    return via_controller(ctx, request, _allocate)
+        return _answer(ctx, ErrorCode.invalid_request, -1, -1)
+    return _new_producer(ctx)
 
 
-def _allocate(ctx: RequestContext, request: Any, changes: Changes) -> Any:
-    """On the active controller: a fresh producer id, committed before it is handed out."""
+async def _new_producer(ctx: RequestContext) -> Any:
+    try:
+        producer_id = await ctx.broker.producer_ids.generate()
+    except BrokerError as exc:
+        return _answer(ctx, error_code_for(exc), -1, -1)
+    return _answer(ctx, ErrorCode.none, producer_id, 0)
+
+
+def _answer(ctx: RequestContext, code: ErrorCode, producer_id: int, epoch: int) -> Any:
     return ctx.make(
         "InitProducerIdResponse",
         throttle_time=ZERO,
-        error_code=ErrorCode.none,
-        producer_id=changes.allocate_producer_id(),
-        producer_epoch=0,
+        error_code=code,
+        producer_id=producer_id,
+        producer_epoch=epoch,
     )

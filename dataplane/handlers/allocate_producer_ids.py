@@ -1,0 +1,42 @@
+"""AllocateProducerIds (67, KIP-730): a broker asks the active controller for a block of
+producer ids.
+
+Only the active controller answers (NOT_CONTROLLER elsewhere, and the broker retries with
+the controller it learns of). The block is committed to the metadata log before the answer
+leaves; a broker whose epoch is not its current registration gets STALE_BROKER_EPOCH.
+Internal: served, not announced in ApiVersions.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from dataplane.errors import BrokerError, NotController, error_code_for
+from dataplane.handlers.context import RequestContext
+
+API_KEY = 67
+INTERNAL = True
+ZERO = datetime.timedelta(0)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    controller = ctx.broker.cluster.local_controller()
+    start, length, code = -1, 0, ErrorCode.none
+    try:
+        if controller is None:
+            raise NotController(f"broker {ctx.broker.node_id} is not the active controller")
+        start, length = await controller.allocate_producer_ids(
+            int(request.broker_id), int(request.broker_epoch)
+        )
+    except BrokerError as exc:
+        code = error_code_for(exc)
+    return ctx.make(
+        "AllocateProducerIdsResponse",
+        throttle_time=ZERO,
+        error_code=code,
+        producer_id_start=start,
+        producer_id_len=length,
+    )
