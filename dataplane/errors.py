@@ -159,6 +159,15 @@ class CoordinatorLoadInProgress(BrokerError):
     code = ErrorCode.coordinator_load_in_progress
 
 
+class TransactionsNotSupported(BrokerError):
+    """A request for a transaction coordinator before Sluice has one. Answered with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the one FindCoordinator error that every client
+    (librdkafka included, which retries all others) treats as fatal, so transactional
+    producers fail at once with this message instead of retrying until their timeout."""
+
+    code = ErrorCode.transactional_id_authorization_failed
+
+
 class InvalidGroupId(BrokerError):
     code = ErrorCode.invalid_group_id
 

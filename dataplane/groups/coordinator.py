@@ -40,6 +40,7 @@ from dataplane.errors import (
     NotCoordinator,
     OffsetMetadataTooLarge,
     RebalanceInProgress,
+    TransactionsNotSupported,
     UnknownMemberId,
 )
 from dataplane.groups.group import ClassicGroup, GroupState, Member
@@ -66,6 +67,10 @@ log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+TRANSACTIONS_NOT_SUPPORTED = (
+    "Transactions are not supported by Sluice yet: use an idempotent producer without "
+    "transactional.id"
+)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600000
 """Kafka's offsets.retention.check.interval.ms default."""
 
@@ -222,7 +227,7 @@ class GroupCoordinator:
                 raise CoordinatorNotAvailable()
             return leader.broker_id, leader.host, leader.port
         if key_type == TRANSACTION_KEY_TYPE:
-            raise CoordinatorNotAvailable("the transaction coordinator is not running")
+            raise TransactionsNotSupported(TRANSACTIONS_NOT_SUPPORTED)
         raise InvalidRequest(f"unknown coordinator key type {key_type}")
 
     # ------------------------------------------------------------------ offsets

@@ -1,7 +1,10 @@
 """FindCoordinator (10): this broker coordinates every group it leads the partition of.
 
 v0-v3 ask for one key; v4+ for a batch (``coordinator_keys``), each answered on its own.
-Transaction coordinators (key type 1) are not running yet: COORDINATOR_NOT_AVAILABLE.
+Transaction coordinators (key type 1) do not exist yet: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+with a message that says so, the one error every client treats as fatal here (with
+COORDINATOR_NOT_AVAILABLE they would retry until their own timeout; librdkafka retries
+every other code too).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
+from dataplane.errors import BrokerError, TransactionsNotSupported, error_code_for
 from dataplane.groups.api import DEFAULT_MESSAGES, ZERO, coordinator_of
 from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.handlers.context import RequestContext
@@ -56,7 +59,7 @@ def _answer(ctx: RequestContext, request: Any, key_type: int) -> Any:
             "FindCoordinatorResponse",
             throttle_time=ZERO,
             error_code=code,
-            error_message=DEFAULT_MESSAGES.get(code.value, exc.message),
+            error_message=_message(exc, DEFAULT_MESSAGES.get(code.value, exc.message)),
             node_id=-1,
             host="",
             port=-1,
@@ -78,7 +81,8 @@ def _one(ctx: RequestContext, key_type: int, key: str) -> Any:
     except BrokerError as exc:
         code = error_code_for(exc)
         # An unknown key type fails the whole request in Kafka: every key carries the text.
-        message = DEFAULT_MESSAGES[42] if code is ErrorCode.invalid_request else ""
+        default = DEFAULT_MESSAGES[42] if code is ErrorCode.invalid_request else ""
+        message = _message(exc, default)
         return ctx.make(
             "Coordinator",
             key=key,
@@ -97,3 +101,7 @@ def _one(ctx: RequestContext, key_type: int, key: str) -> Any:
         error_code=ErrorCode.none,
         error_message="",
     )
+
+
+def _message(exc: BrokerError, default: str | None) -> str | None:
+    return exc.message if isinstance(exc, TransactionsNotSupported) else default
