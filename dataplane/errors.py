@@ -168,6 +168,10 @@ class TransactionsNotSupported(BrokerError):
     code = ErrorCode.transactional_id_authorization_failed
 
 
+class GroupSubscribedToTopic(BrokerError):
+    code = ErrorCode.group_subscribed_to_topic
+
+
 class InvalidGroupId(BrokerError):
     code = ErrorCode.invalid_group_id
 

@@ -34,6 +34,7 @@ from dataplane.errors import (
     CoordinatorNotAvailable,
     CorruptRecord,
     GroupIdNotFound,
+    GroupSubscribedToTopic,
     IllegalGeneration,
     InvalidRequest,
     NonEmptyGroup,
@@ -400,6 +401,43 @@ class GroupCoordinator:
         self.membership.forget(group)
         log.info("deleted group %s", gid)
         return future
+
+    def delete_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> tuple[list[tuple[str, list[tuple[int, BrokerError | None]]]], asyncio.Future[None] | None]:
+        """OffsetDelete (KIP-496): tombstone the committed offsets of the given partitions,
+        except of topics the group's consumers subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
+        Raises the group-level error: GROUP_ID_NOT_FOUND for an unknown group,
+        NON_EMPTY_GROUP for a group with members that is not a "consumer" group."""
+        if not self.active:
+            raise CoordinatorNotAvailable()
+        if not self.storage.owns(group_id):
+            raise NotCoordinator()
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            raise GroupIdNotFound(f"Group {group_id} not found.")
+        subscribed = group.subscribed_topics()
+        if not group.is_in(GroupState.EMPTY) and group.protocol_type != "consumer":
+            raise NonEmptyGroup(f"The group {group_id} is not empty.")
+        results: list[tuple[str, list[tuple[int, BrokerError | None]]]] = []
+        doomed: list[tuple[str, int]] = []
+        for topic, partitions in topics:
+            outcome: list[tuple[int, BrokerError | None]] = []
+            for partition in partitions:
+                if subscribed is not None and topic in subscribed:
+                    outcome.append((partition, GroupSubscribedToTopic()))
+                    continue
+                if self.offsets.get(group_id, topic, partition) is not None:
+                    doomed.append((topic, partition))
+                outcome.append((partition, None))
+            results.append((topic, outcome))
+        records: list[Record] = [(encode_offset_key(group_id, t, p), None) for t, p in doomed]
+        durable = self.storage.append(group_id, records) if records else None
+        for t, p in doomed:
+            self.offsets.delete(group_id, t, p)
+        if records:
+            log.info("deleted %d committed offset(s) of group %s", len(records), group_id)
+        return results, durable
 
     def on_topic_deleted(self, topic: str) -> None:
         """Forget every group's committed offsets of a deleted topic (tombstones), as Kafka."""

@@ -36,7 +36,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dataplane.errors import BrokerError, FencedInstanceId, UnknownMemberId
+from dataplane.errors import BrokerError, CorruptRecord, FencedInstanceId, UnknownMemberId
+from dataplane.groups.records import subscribed_topics
 
 UNKNOWN_MEMBER_ID = ""
 
@@ -58,6 +59,8 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
 }
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 Protocols = tuple[tuple[str, bytes], ...]
 """(name, metadata) pairs in the member's order of preference."""
@@ -193,6 +196,20 @@ class ClassicGroup:
         self.previous_state = self.state
         self.state = target
         self.state_timestamp_ms = int(time.time() * 1000)
+
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """The topics the members of a "consumer" group subscribe to; None when the group
+        has another protocol type, no selected protocol, or a subscription that does not
+        parse (Kafka's ClassicGroup.subscribedTopics)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        try:
+            for member in self.members.values():
+                topics |= subscribed_topics(member.metadata(self.protocol_name))
+        except (CorruptRecord, ValueError):
+            return None
+        return frozenset(topics)
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]

@@ -29,6 +29,11 @@ GroupMetadataValue::
         subscription bytes | assignment bytes
     v4 is the flexible form of v3.
 
+A consumer's JoinGroup metadata (ConsumerProtocolSubscription, protocol type "consumer"),
+read only for the topics it names (``subscribed_topics``)::
+
+    version int16 | topics int32 count, then string each | userData bytes | [v1+] ...
+
 A record with a null value is a tombstone: the offset or the group is gone. Sluice
 writes what Kafka 4 writes: OffsetCommitKey v1 with value v3 (v1 when the commit carries
 a retention time) and GroupMetadataKey v2 with value v3.
@@ -299,3 +304,14 @@ def decode_group_value(data: bytes) -> GroupValue:
         )
     r.skip_tagged_fields()
     return GroupValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+
+
+def subscribed_topics(metadata: bytes) -> frozenset[str]:
+    """The topics a consumer's ConsumerProtocolSubscription names (any version: the fields
+    after the topic list are not read). CorruptRecord if it is not one."""
+    r = _Reader(metadata)
+    r.i16()
+    count = r.i32()
+    if count < 0:
+        raise CorruptRecord("negative topic count in a consumer subscription")
+    return frozenset(r.string() for _ in range(count))

@@ -41,6 +41,7 @@ MODULES = (
     "create_partitions",
     "delete_groups",
     "incremental_alter_configs",
+    "offset_delete",
     "describe_cluster",
     "alter_partition",
     "broker_registration",
