@@ -80,6 +80,9 @@ class Changes:
     def set_broker_configs(self, scope: str, configs: dict[str, str]) -> None:
         self.records.append(r.BrokerConfig(scope, dict(configs)))
 
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        self.records.append(r.GroupConfig(group, dict(configs)))
+
     def discard_after(self) -> None:
         for awaitable in self.after:
             if asyncio.iscoroutine(awaitable):

@@ -117,6 +117,8 @@ class MetadataImage:
         self.partitions: dict[TopicPartition, PartitionState] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
         """Dynamic broker configs by scope: "" the cluster default, "N" broker N."""
+        self.group_configs: dict[str, dict[str, str]] = {}
+        """Dynamic configs of groups by group id (GROUP config resources)."""
         self.next_producer_id = 1000
         self.remote: dict[TopicPartition, RemoteLog] = {}
         """The remote tier of each partition that has one."""
@@ -226,6 +228,11 @@ class MetadataImage:
             else:
                 self.broker_configs.pop(rec.scope, None)
             delta.broker_configs = True
+        elif isinstance(rec, r.GroupConfig):
+            if rec.configs:
+                self.group_configs[rec.group] = dict(rec.configs)
+            else:
+                self.group_configs.pop(rec.group, None)
         elif isinstance(rec, r.ProducerIds):
             self.next_producer_id = max(self.next_producer_id, rec.next_id)
         elif isinstance(rec, r.RemoteSegment):
@@ -345,6 +352,7 @@ class MetadataImage:
                 for p in self.partitions.values()
             ],
             "broker_configs": self.broker_configs,
+            "group_configs": self.group_configs,
             "next_producer_id": self.next_producer_id,
             "remote": [
                 {
@@ -371,6 +379,7 @@ class MetadataImage:
         for p in doc["partitions"]:
             self._apply_partition(r.Partition(**p), delta)
         self.broker_configs = {k: dict(v) for k, v in doc["broker_configs"].items()}
+        self.group_configs = {k: dict(v) for k, v in doc.get("group_configs", {}).items()}
         self.next_producer_id = int(doc["next_producer_id"])
         self.remote = {}
         for item in doc.get("remote", []):

@@ -89,6 +89,15 @@ class BrokerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The dynamic configs of group ``group`` (Kafka's GROUP config resource, KIP-848); an
+    empty map removes them."""
+
+    group: str
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIds:
     """Producer ids below ``next_id`` are handed out; blocks are never reused. ``broker_id``
     (-1 in entries written before blocks were per broker): the broker the block
@@ -140,6 +149,7 @@ Record = (
     | RemoveTopic
     | TopicConfig
     | BrokerConfig
+    | GroupConfig
     | ProducerIds
     | RemoteSegment
     | RemoteSegmentDeleted
@@ -157,6 +167,7 @@ _TYPES: dict[str, type[Any]] = {
         RemoveTopic,
         TopicConfig,
         BrokerConfig,
+        GroupConfig,
         ProducerIds,
         RemoteSegment,
         RemoteSegmentDeleted,

@@ -1,9 +1,11 @@
 """Shared by the admin handlers: Kafka-style validation of names and configs, config
 entries for DescribeConfigs and CreateTopics, and the alter operations.
 
-Config resources are topics (type 2) and brokers (type 4). Where a value comes from (the
-``config_source`` of DescribeConfigs), most specific first::
+Config resources are topics (type 2), brokers (type 4) and groups (type 32, the settings of
+``dataplane.group_config``). Where a value comes from (the ``config_source`` of
+DescribeConfigs), most specific first::
 
+    DYNAMIC_GROUP_CONFIG           8   group override (AlterConfigs on GROUP)
     DYNAMIC_TOPIC_CONFIG           1   topic override (CreateTopics, AlterConfigs on TOPIC)
     DYNAMIC_BROKER_CONFIG          2   AlterConfigs on BROKER "N" (this broker)
     DYNAMIC_DEFAULT_BROKER_CONFIG  3   AlterConfigs on BROKER "" (cluster-wide default)
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane import group_config
 from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
 from dataplane.errors import (
     BrokerError,
@@ -69,6 +72,7 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 class AlterOp(enum.IntEnum):
@@ -234,6 +238,21 @@ def validate_broker_configs(configs: Mapping[str, str]) -> None:
             raise InvalidRequest(exc.message or str(exc)) from None
 
 
+def validate_group_configs(configs: Mapping[str, str | None]) -> None:
+    """Kafka's GroupConfig.validate over a group's overrides (InvalidConfig)."""
+    group_config.check_names(configs)
+    effective: dict[str, object] = {
+        name: spec.definition.default for name, spec in group_config.GROUP_CONFIGS.items()
+    }
+    for name, raw in configs.items():
+        if raw is None:
+            raise InvalidConfig(f"Null value not supported for group configs: {name}")
+        value = parse_value(group_config.GROUP_CONFIGS[name].definition, raw)
+        group_config.check_value(name, value)
+        effective[name] = value
+    group_config.check_together(effective)
+
+
 def apply_ops(
     current: Mapping[str, str],
     ops: Iterable[tuple[str, int, str | None]],
@@ -340,6 +359,29 @@ def topic_entries(broker: Broker, overrides: Mapping[str, str]) -> list[ConfigEn
     return entries
 
 
+def group_entries(broker: Broker, group: str) -> list[ConfigEntry]:
+    """Every group config of ``group``: its override, else Kafka's broker-level default."""
+    if not group:
+        raise InvalidRequest("Group name must not be empty")
+    overrides = broker.metadata.group_configs.get(group, {})
+    entries: list[ConfigEntry] = []
+    for name in sorted(group_config.GROUP_CONFIGS):
+        spec = group_config.GROUP_CONFIGS[name]
+        definition = spec.definition
+        default = definition.render(definition.default)
+        synonyms = [Synonym(spec.broker_key or name, default, ConfigSource.DEFAULT_CONFIG)]
+        if name in overrides:
+            value = _render(definition, overrides[name])
+            synonyms.insert(0, Synonym(name, value, ConfigSource.DYNAMIC_GROUP_CONFIG))
+        top = synonyms[0]
+        entries.append(
+            ConfigEntry(
+                name, top.value, top.source, False, definition.type, definition.doc, tuple(synonyms)
+            )
+        )
+    return entries
+
+
 def broker_entries(broker: Broker, scope: str) -> list[ConfigEntry]:
     """Broker configs: all of them for this node's scope, the dynamic ones for ""."""
     entries: list[ConfigEntry] = []
@@ -420,6 +462,20 @@ def alter_broker(
     validate_broker_configs(updated)
     if not validate_only and updated != current:
         changes.set_broker_configs(scope, updated)
+
+
+def alter_group(
+    broker: Broker, changes: Changes, name: str, compute: Compute, *, validate_only: bool
+) -> None:
+    """Replace group ``name``'s overrides by ``compute(current)`` once they validate. As in
+    Kafka, any non-empty name is accepted, whether or not such a group exists."""
+    if not name:
+        raise InvalidRequest("Default group resources are not allowed.")
+    current = dict(broker.metadata.group_configs.get(name, {}))
+    updated = compute(current)
+    validate_group_configs(updated)
+    if not validate_only and updated != current:
+        changes.set_group_configs(name, updated)
 
 
 def unsupported_resource(resource_type: int) -> InvalidRequest:

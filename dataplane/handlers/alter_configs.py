@@ -4,7 +4,8 @@ Keys left out of the request go back to their defaults (kafka-python's and aioka
 admin clients use this API). Resources are TOPIC (overrides validated as in
 CreateTopics: INVALID_CONFIG naming the key; UNKNOWN_TOPIC_OR_PARTITION after the
 values pass, as Kafka checks existence last) and BROKER "" or "N" (dynamic broker
-configs, see ``_configs``; failures are INVALID_REQUEST as in Kafka). Each resource may
+configs, see ``_configs``; failures are INVALID_REQUEST as in Kafka) and GROUP "G"
+(``dataplane.group_config``). Each resource may
 appear once and each key once per resource; null values are INVALID_REQUEST.
 """
 
@@ -46,6 +47,8 @@ def _alter(ctx: RequestContext, resource: Any, changes: Changes, *, validate_onl
         _configs.alter_topic(ctx.broker, changes, name, compute, validate_only=validate_only)
     elif kind == ResourceType.BROKER:
         _configs.alter_broker(ctx.broker, changes, name, compute, validate_only=validate_only)
+    elif kind == ResourceType.GROUP:
+        _configs.alter_group(ctx.broker, changes, name, compute, validate_only=validate_only)
     else:
         raise _configs.unsupported_resource(kind)
     if not validate_only:

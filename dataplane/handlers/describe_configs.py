@@ -1,4 +1,4 @@
-"""DescribeConfigs (32): topic and broker configs with their source, type and synonyms.
+"""DescribeConfigs (32): topic, broker and group configs with their source, type and synonyms.
 
 TOPIC resources list every topic config (the topic's override, or the broker setting
 behind it, or the default); BROKER "N" (this node) lists every broker setting, BROKER ""
@@ -7,8 +7,9 @@ means all. Synonyms (v1+, when asked) name every level that sets a value, the ef
 one first; documentation (v3+) when asked. See ``_configs`` for the sources.
 
 A resource type Kafka does not know fails the whole request (INVALID_REQUEST for every
-resource, as Kafka); BROKER_LOGGER, CLIENT_METRICS and GROUP are known to Kafka but not
-kept by Sluice: INVALID_REQUEST for that resource.
+resource, as Kafka); BROKER_LOGGER and CLIENT_METRICS are known to Kafka but not kept by
+Sluice: INVALID_REQUEST for that resource. GROUP "G" lists the group configs of
+``dataplane.group_config`` (G need not exist, as in Kafka; "" is INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry] | None:
         return _configs.topic_entries(broker, info.configs)
     if kind == ResourceType.BROKER:
         return _configs.broker_entries(broker, _configs.broker_scope(broker, name, describe=True))
+    if kind == ResourceType.GROUP:
+        return _configs.group_entries(broker, name)
     raise _configs.unsupported_resource(kind)
 
 

@@ -4,7 +4,8 @@ APPEND and SUBTRACT work on LIST configs only (``cleanup.policy``), starting fro
 default when the key is not set; on other keys they are INVALID_CONFIG. Resources are
 TOPIC (validated as in CreateTopics: INVALID_CONFIG naming the key, existence checked
 last as Kafka does) and BROKER "" (cluster-wide) or "N" (this broker): the dynamic
-broker configs of ``_configs``, whose failures are INVALID_REQUEST as in Kafka. Each
+broker configs of ``_configs``, whose failures are INVALID_REQUEST as in Kafka; GROUP "G"
+(``dataplane.group_config``; any non-empty name, as Kafka). Each
 resource may appear once and each key once per resource; a null value is INVALID_REQUEST
 except for DELETE; an unknown operation is INVALID_REQUEST.
 """
@@ -17,12 +18,14 @@ from typing import Any
 from dataplane.cluster.changes import Changes
 from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from dataplane.errors import InvalidRequest
+from dataplane.group_config import GROUP_CONFIGS
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import AlterOp, ResourceType
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 44
 OPERATIONS = frozenset(int(op) for op in AlterOp)
+GROUP_DEFINITIONS = {name: spec.definition for name, spec in GROUP_CONFIGS.items()}
 log = logging.getLogger(__name__)
 
 
@@ -60,6 +63,14 @@ def _alter(ctx: RequestContext, resource: Any, changes: Changes, *, validate_onl
             changes,
             name,
             lambda current: _configs.apply_ops(current, ops, BROKER_CONFIGS),
+            validate_only=validate_only,
+        )
+    elif kind == ResourceType.GROUP:
+        _configs.alter_group(
+            ctx.broker,
+            changes,
+            name,
+            lambda current: _configs.apply_ops(current, ops, GROUP_DEFINITIONS),
             validate_only=validate_only,
         )
     else:

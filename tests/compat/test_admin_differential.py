@@ -4,7 +4,7 @@ Each case sends one raw request (kio, newest version) to both systems and compar
 answers item by item, after replacing the run's unique topic prefix. Only the documented
 deviations are left out (see the handler modules): Sluice's own limits
 (max.partitions.per.topic, segment.bytes >= 14), internal topics it refuses to delete or
-grow, resource types it does not keep (BROKER_LOGGER, GROUP, CLIENT_METRICS), broker keys
+grow, resource types it does not keep (BROKER_LOGGER, CLIENT_METRICS), broker keys
 Kafka accepts without knowing them, and Kafka's UNKNOWN_SERVER_ERROR for an unknown
 alter operation on a topic. Kafka's own state is left as found: config changes are
 ``validate_only`` and every topic has a fresh name.

@@ -30,7 +30,7 @@ from tests.support.records import (
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER = 44, 60
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SECONDS = datetime.timedelta(seconds=30)
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -459,9 +459,9 @@ def test_describe_configs_refuses_unknown_resource_types(broker: BrokerProcess) 
     request = describe_configs_request(4, (TOPIC, "__consumer_offsets", None), (99, "x", None))
     results = call(broker.bootstrap, request).results
     assert [r.error_code for r in results] == [ErrorCode.invalid_request] * 2
-    request = describe_configs_request(4, (GROUP, "some-group", None), (BROKER, "", None))
-    group, cluster = call(broker.bootstrap, request).results
-    assert group.error_code == ErrorCode.invalid_request
+    request = describe_configs_request(4, (BROKER_LOGGER, "1", None), (BROKER, "", None))
+    logger, cluster = call(broker.bootstrap, request).results
+    assert logger.error_code == ErrorCode.invalid_request
     assert (cluster.error_code, cluster.configs) == (ErrorCode.none, ())
 
 
