@@ -698,7 +698,7 @@ class ClusterReconciler:
                     timeout,
                 )
             except KafkaResponseError as exc:
-                if exc.code != ErrorCode.broker_not_available:  # not registered: fine
+                if exc.code != ErrorCode.broker_id_not_registered:  # not registered: fine
                     log.warning(
                         "cluster %s: unregistering broker %d: %s", self.name, broker_id, exc
                     )

@@ -26,7 +26,12 @@ NOT_REQUESTED = -(2**31)
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups)
-    ops = GROUP_OPERATIONS if request.include_authorized_operations else NOT_REQUESTED
+    # include_authorized_operations exists from v3; earlier versions have no such field
+    ops = (
+        GROUP_OPERATIONS
+        if getattr(request, "include_authorized_operations", False)
+        else NOT_REQUESTED
+    )
     groups = ctx.broker.groups
     order = list(range(len(names)))
     if groups is not None and groups.storage.partitions:

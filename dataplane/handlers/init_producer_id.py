@@ -21,6 +21,8 @@ from dataplane.errors import BrokerError, error_code_for
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 22
+MAX_VERSION = 5
+"""Kafka 4.3 offers 0-5 (v6, KIP-939's two-phase commit, is not announced by Kafka either)."""
 ZERO = datetime.timedelta(0)
 
 

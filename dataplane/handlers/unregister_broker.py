@@ -2,7 +2,7 @@
 
 Decided on the active controller (forwarded from any broker). The broker is fenced first
 (it leaves every ISR and loses its leaderships), then its registration is removed.
-BROKER_NOT_AVAILABLE for an id that is not registered.
+BROKER_ID_NOT_REGISTERED for an id that is not registered (Kafka's code and message).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
         return ctx.make(
             "UnregisterBrokerResponse",
             throttle_time=ZERO,
-            error_code=ErrorCode.broker_not_available,
-            error_message=f"broker {broker_id} is not registered",
+            error_code=ErrorCode.broker_id_not_registered,
+            error_message=f"Broker ID {broker_id} is not currently registered",
         )
     changes.records.extend(controller.fence_records(broker_id))
     changes.records.append(r.UnregisterBroker(broker_id))

@@ -115,7 +115,7 @@ async def test_list_partition_reassignments_and_unregister() -> None:
 
     def answer(request: Any) -> Any:
         if request.__api_key__ == 64:
-            code = ErrorCode.none if request.broker_id == 3 else ErrorCode.broker_not_available
+            code = ErrorCode.none if request.broker_id == 3 else ErrorCode.broker_id_not_registered
             return response_of(request, throttle_time=ZERO, error_code=code, error_message=None)
         cls = load_response_schema(46, 0)
         module = __import__(cls.__module__, fromlist=["x"])
@@ -145,7 +145,7 @@ async def test_list_partition_reassignments_and_unregister() -> None:
         with pytest.raises(KafkaResponseError) as info:
             await admin.unregister_broker(4)
     assert ongoing == {("a", 2): Reassignment(replicas=(0, 1, 3), adding=(0,), removing=(3,))}
-    assert info.value.code == ErrorCode.broker_not_available
+    assert info.value.code == ErrorCode.broker_id_not_registered
     assert seen[0].topics is None, "every reassignment is listed"
 
 
