@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test test-minio lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
+.PHONY: venv proto demo demo-broker test test-minio test-long lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -66,6 +66,10 @@ test: venv system-deps java-deps spark-kafka lint typecheck
 # building MinIO takes minutes and ~1 GB of Go modules).
 test-minio: venv minio
 	@$(PY) -m pytest -m minio tests/tiered/test_minio.py $(PYTEST_ARGS)
+
+# The oracle's side of the fault tests (Apache Kafka under leader kills: minutes each).
+test-long: venv system-deps java-deps
+	@$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 unit: venv
 	@$(PY) -m pytest tests/dataplane $(PYTEST_ARGS)
