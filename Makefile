@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test test-minio test-long lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
+.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -46,6 +46,16 @@ minio:
 
 kafka: java-deps
 
+# franz-go's pkg/kgo test binary from the Go module proxy (tests/peers). Without Go or the
+# proxy (exit 2/3 of the script) the peer tests skip, so `make test` goes on.
+franz-go:
+	@./tools/build-franz-go.sh || { rc=$$?; [[ $$rc == 2 || $$rc == 3 ]] || exit $$rc; echo "franz-go: not built; tests/peers will skip"; }
+
+# franz-go's own integration tests against Apache Kafka 4.3.1 and Sluice, one row per test
+# (not part of `make test`: ~15 min). e.g. make test-peers PEERS_ARGS="--target sluice --tests GroupETL"
+test-peers: venv java-deps franz-go
+	@$(PY) -m tests.peers.run $(PEERS_ARGS)
+
 demo: venv
 	@$(PY) -m controlplane.demo
 
@@ -59,7 +69,7 @@ lint: venv
 typecheck: venv
 	@$(VENV)/bin/mypy
 
-test: venv system-deps java-deps spark-kafka lint typecheck
+test: venv system-deps java-deps spark-kafka franz-go lint typecheck
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 # The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:
