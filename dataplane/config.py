@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dataplane.errors import InvalidConfig
@@ -43,6 +43,8 @@ class ConfigDef:
     broker_key: str | None = None
     """For topic configs: the broker setting that provides the default."""
     read_only: bool = False
+    also: tuple[int, ...] = ()
+    """Values allowed outside [minimum, maximum] (gzip's -1 beside 1-9)."""
 
     def parse(self, raw: object) -> Any:
         """Parse and validate a raw (usually string) value, raising InvalidConfig."""
@@ -52,6 +54,8 @@ class ConfigDef:
             raise InvalidConfig(
                 f"invalid value {raw!r} for {self.name}: expected {self.type.name.lower()}"
             ) from exc
+        if value in self.also:
+            return value
         if self.minimum is not None and value < self.minimum:
             raise InvalidConfig(
                 f"invalid value {raw!r} for {self.name}: must be >= {self.minimum:g}"
@@ -95,7 +99,7 @@ def _parse_typed(kind: ConfigType, raw: object) -> Any:
         if isinstance(raw, list):
             return [str(x) for x in raw]
         return [x.strip() for x in str(raw).split(",") if x.strip()]
-    return str(raw)
+    return str(raw).strip()  # as Kafka's ConfigDef: " gzip" is gzip
 
 
 B, S, I, L, D, LST = (  # noqa: E741 - short names keep the tables readable
@@ -110,6 +114,38 @@ WEEK_MS = 7 * 24 * 3600 * 1000
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 NOT_ACTED = "Accepted for compatibility; Sluice does not act on it"
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")  # Kafka's order
+COMPRESSION_DOC = (
+    "uncompressed, zstd, lz4, snappy or gzip (a batch the producer compressed otherwise is "
+    "decompressed and recompressed on the leader), or producer: as the producer sent it."
+)
+COMPRESSION_LEVELS = [
+    ConfigDef(
+        "compression.gzip.level",
+        I,
+        -1,
+        "Level of gzip recompression: 1-9, or -1 for gzip's default (6).",
+        minimum=1,
+        maximum=9,
+        also=(-1,),
+    ),
+    ConfigDef(
+        "compression.lz4.level",
+        I,
+        9,
+        "Level of lz4 recompression: 9 uses lz4's fast compressor, other levels lz4 HC (as Kafka).",
+        minimum=1,
+        maximum=17,
+    ),
+    ConfigDef(
+        "compression.zstd.level",
+        I,
+        3,
+        "Level of zstd recompression.",
+        minimum=-131072,
+        maximum=22,
+    ),
+]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -294,7 +330,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             LST,
             ["delete"],
             "delete, compact or both.",
-            choices=("delete", "compact"),
+            choices=("compact", "delete"),
         ),
         ConfigDef(
             "log.cleaner.delete.retention.ms",
@@ -473,16 +509,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "log.message.timestamp.before.max.ms",
             L,
             LONG_MAX,
-            "Largest age of a CreateTime timestamp a produced batch may carry.",
+            "Largest age of a CreateTime timestamp a produced record may carry.",
             minimum=0,
         ),
         ConfigDef(
             "log.message.timestamp.after.max.ms",
             L,
             3600000,
-            "How far in the future a CreateTime timestamp of a produced batch may be.",
+            "How far in the future a CreateTime timestamp of a produced record may be.",
             minimum=0,
         ),
+        ConfigDef(
+            "compression.type",
+            S,
+            "producer",
+            "Default compression.type of topics: " + COMPRESSION_DOC,
+            choices=COMPRESSION_TYPES,
+        ),
+        *COMPRESSION_LEVELS,
         # tiered storage (see dataplane/remote/README.md and tiered/README.md)
         ConfigDef(
             "remote.log.storage.system.enable",
@@ -585,7 +629,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             LST,
             ["delete"],
             "delete, compact or both.",
-            choices=("delete", "compact"),
+            choices=("compact", "delete"),
             broker_key="log.cleanup.policy",
         ),
         ConfigDef(
@@ -697,8 +741,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "compression.type",
             S,
             "producer",
-            "Batches are stored as the producer compressed them; only 'producer' is supported.",
-            choices=("producer",),
+            "Codec batches are stored in: " + COMPRESSION_DOC,
+            choices=COMPRESSION_TYPES,
+            broker_key="compression.type",
         ),
         ConfigDef(
             "remote.storage.enable",
@@ -724,7 +769,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "message.timestamp.before.max.ms",
             L,
             LONG_MAX,
-            "Largest age of a CreateTime timestamp (INVALID_TIMESTAMP beyond).",
+            "Largest age of a CreateTime timestamp; a record beyond fails its batch with "
+            "INVALID_TIMESTAMP and is named in the record errors.",
             minimum=0,
             broker_key="log.message.timestamp.before.max.ms",
         ),
@@ -732,7 +778,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "message.timestamp.after.max.ms",
             L,
             3600000,
-            "How far in the future a CreateTime timestamp may be (INVALID_TIMESTAMP beyond).",
+            "How far in the future a CreateTime timestamp may be; a record beyond fails its "
+            "batch with INVALID_TIMESTAMP and is named in the record errors.",
             minimum=0,
             broker_key="log.message.timestamp.after.max.ms",
         ),
@@ -744,25 +791,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("segment.jitter.ms", L, 0, NOT_ACTED + ".", minimum=0),
         ConfigDef("max.compaction.lag.ms", L, LONG_MAX, NOT_ACTED + " yet.", minimum=1),
         ConfigDef("preallocate", B, False, NOT_ACTED + "."),
-        ConfigDef(
-            "compression.gzip.level",
-            I,
-            -1,
-            NOT_ACTED + " (no recompression).",
-            minimum=-1,
-            maximum=9,
-        ),
-        ConfigDef(
-            "compression.lz4.level", I, 9, NOT_ACTED + " (no recompression).", minimum=1, maximum=17
-        ),
-        ConfigDef(
-            "compression.zstd.level",
-            I,
-            3,
-            NOT_ACTED + " (no recompression).",
-            minimum=-131072,
-            maximum=22,
-        ),
+        *[
+            replace(d, broker_key=d.name)
+            for d in COMPRESSION_LEVELS  # levels of recompression (compression.type)
+        ],
         ConfigDef("follower.replication.throttled.replicas", LST, [], NOT_ACTED + " yet."),
         ConfigDef("leader.replication.throttled.replicas", LST, [], NOT_ACTED + " yet."),
         ConfigDef(

@@ -95,6 +95,24 @@ class InvalidTimestamp(BrokerError):
     code = ErrorCode.invalid_timestamp
 
 
+class RecordValidationError:
+    """Mixin of the errors that name records (Kafka's RecordValidationException, KIP-467):
+    the ProduceResponse carries ``record_errors`` and the message."""
+
+    record_errors: tuple[tuple[int, str], ...] = ()
+    """(index of the record in its batch, message) of every record that broke a rule."""
+    log_start_offset = -1
+    """Set by the produce handler: Kafka answers these with the partition's log start."""
+
+
+class InvalidRecords(RecordValidationError, InvalidRecord):
+    """Records broke a rule (a null key in a compacted topic): INVALID_RECORD."""
+
+
+class InvalidTimestamps(RecordValidationError, InvalidTimestamp):
+    """At least one record has a timestamp the topic refuses: INVALID_TIMESTAMP."""
+
+
 class OutOfOrderSequence(BrokerError):
     code = ErrorCode.out_of_order_sequence_number
 

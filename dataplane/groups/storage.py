@@ -99,7 +99,12 @@ class OffsetsTopic:
             OFFSETS_TOPIC,
             count,
             factor,
-            {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES)},
+            # producer: as Kafka, so a broker-wide compression.type never recompresses commits
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(SEGMENT_BYTES),
+                "compression.type": "producer",
+            },
         )
 
     def partition_for(self, group_id: str) -> int:

@@ -183,6 +183,18 @@ def parse_value(definition: ConfigDef, raw: str) -> Any:
         value = replace(definition, minimum=None, maximum=None, choices=()).parse(raw)
     except InvalidConfig:
         raise invalid(raw, f"Not a value of type {kind.name}") from None
+    if definition.also and value not in definition.also and (
+        (definition.minimum is not None and value < definition.minimum)
+        or (definition.maximum is not None and value > definition.maximum)
+    ):
+        allowed = " or ".join(str(v) for v in definition.also)
+        raise invalid(
+            definition.render(value),
+            f"Value must be between {_number(definition.minimum or 0)} and "
+            f"{_number(definition.maximum or 0)} or equal to {allowed}",
+        )
+    if value in definition.also:
+        return value
     if definition.minimum is not None and value < definition.minimum:
         raise invalid(
             definition.render(value), f"Value must be at least {_number(definition.minimum)}"
@@ -192,7 +204,7 @@ def parse_value(definition: ConfigDef, raw: str) -> Any:
             definition.render(value), f"Value must be no more than {_number(definition.maximum)}"
         )
     if definition.choices:
-        allowed = ", ".join(sorted(definition.choices))
+        allowed = ", ".join(definition.choices)  # in declared order, as Kafka lists them
         for item in value if isinstance(value, list) else [value]:
             if item not in definition.choices:
                 raise invalid(item, f"String must be one of: {allowed}")

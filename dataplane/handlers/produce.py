@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from dataplane.errors import (
     BrokerError,
     CorruptRecord,
+    RecordValidationError,
     UnknownTopicId,
     error_code_for,
     error_message_for,
@@ -96,6 +97,8 @@ def _append(ctx: RequestContext, request: Any) -> Any:
                     replicated.append((partitions, len(partitions), waiting))
                 partitions.append((pdata.index, result))
             except BrokerError as exc:
+                if isinstance(exc, RecordValidationError):  # raised by plog.append
+                    exc.log_start_offset = plog.log_start_offset  # as Kafka answers them
                 partitions.append((pdata.index, exc))
                 failed = True
             except OSError as exc:
@@ -198,14 +201,23 @@ def _ok(ctx: RequestContext, index: int, result: AppendResult) -> Any:
 
 
 def _error(ctx: RequestContext, index: int, exc: BaseException) -> Any:
+    record_errors: tuple[Any, ...] = ()
+    log_start_offset = -1
+    if isinstance(exc, RecordValidationError):  # KIP-467: which records, and why (v8+)
+        log_start_offset = exc.log_start_offset
+        if ctx.api_version >= 8:
+            record_errors = tuple(
+                ctx.make("BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=m)
+                for i, m in exc.record_errors
+            )
     return ctx.make(
         "PartitionProduceResponse",
         index=index,
         error_code=error_code_for(exc),
         base_offset=-1,
         log_append_time=None,
-        log_start_offset=-1,
-        record_errors=(),
+        log_start_offset=log_start_offset,
+        record_errors=record_errors,
         error_message=error_message_for(exc),
     )
 

@@ -46,8 +46,6 @@ import crc32c
 from dataplane.durable import fsync_dir, write_atomically
 from dataplane.errors import (
     CorruptRecord,
-    InvalidRecord,
-    InvalidTimestamp,
     LogCleaningInProgress,
     LogDirFull,
     MessageTooLarge,
@@ -74,12 +72,14 @@ from dataplane.protocol.record_batch import (
     CRC_START,
     HEADER,
     HEADER_SIZE,
+    LEVEL_KEYS,
     LOG_OVERHEAD,
+    TARGET_CODECS,
     BatchHeader,
     decode_records,
-    first_null_key,
     parse_header,
     patched_header,
+    validate_records,
 )
 
 log = logging.getLogger(__name__)
@@ -498,9 +498,11 @@ class PartitionLog:
     def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> AppendResult:
         """Append validated batches from a produce request (``data`` is not modified).
 
-        Raises MessageTooLarge, InvalidRecord (null key in a compacted topic),
-        OutOfOrderSequence, InvalidProducerEpoch. A batch that repeats an already-written
-        idempotent batch is not written again; its original offsets are returned.
+        Raises MessageTooLarge, InvalidRecords / InvalidTimestamps (records that break the
+        topic's rules, see record_batch.validate_records), OutOfOrderSequence,
+        InvalidProducerEpoch. Batches are recompressed when the topic's compression.type
+        asks. A batch that repeats an already-written idempotent batch is not written
+        again; its original offsets are returned.
         """
         config = self._settings()
         max_message = int(config["max.message.bytes"])
@@ -513,12 +515,30 @@ class PartitionLog:
                 )
             newest = max(newest, header.max_timestamp)
             count += header.last_offset_delta + 1
-        if "compact" in config["cleanup.policy"]:
+        now_ms = int(time.time() * 1000)
+        log_append_time = -1
+        if config["message.timestamp.type"] == "LogAppendTime":
+            log_append_time = newest = now_ms
+        codec = TARGET_CODECS.get(config["compression.type"], -1)
+        checked, headers = validate_records(
+            data,
+            headers,
+            topic_partition=self.name,
+            now_ms=now_ms,
+            compacted="compact" in config["cleanup.policy"],
+            log_append_time=log_append_time >= 0,
+            before_ms=int(config["message.timestamp.before.max.ms"]),
+            after_ms=int(config["message.timestamp.after.max.ms"]),
+            codec=codec,
+            level=int(config[LEVEL_KEYS[codec]]) if codec in LEVEL_KEYS else None,
+        )
+        if checked is not data:  # recompressed
+            data = checked
             for header in headers:
-                if first_null_key(data, header) >= 0:
-                    raise InvalidRecord(
-                        "Compacted topic cannot accept message without key in topic "
-                        f"partition {self.name}."
+                if header.size > max_message:
+                    raise MessageTooLarge(
+                        f"record batch of {header.size} bytes recompressed to "
+                        f"{config['compression.type']} exceeds max.message.bytes={max_message}"
                     )
         if len(headers) == 1:
             duplicate = self.producers.check(headers[0])
@@ -530,17 +550,6 @@ class PartitionLog:
             for header in headers:
                 if self.producers.check(header) is not None:
                     raise CorruptRecord("a duplicate batch inside a multi-batch request")
-        now_ms = int(time.time() * 1000)
-        log_append_time = -1
-        if config["message.timestamp.type"] == "LogAppendTime":
-            log_append_time = newest = now_ms
-        else:
-            _check_timestamps(
-                headers,
-                now_ms,
-                int(config["message.timestamp.before.max.ms"]),
-                int(config["message.timestamp.after.max.ms"]),
-            )
         self._maybe_roll(
             len(data),
             count,
@@ -1277,18 +1286,6 @@ def _read_int(path: Path, default: int) -> int:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return default
-
-
-def _check_timestamps(headers: list[BatchHeader], now_ms: int, before: int, after: int) -> None:
-    """CreateTime bounds (KIP-937), checked on each batch's first and largest timestamp."""
-    for header in headers:
-        for timestamp in (header.base_timestamp, header.max_timestamp):
-            if now_ms - timestamp > before or timestamp - now_ms > after:
-                raise InvalidTimestamp(
-                    f"Timestamp {timestamp} of message with offset {header.base_offset} "
-                    f"is out of range. The timestamp should be within "
-                    f"[{now_ms - before}, {now_ms + after}]"
-                )
 
 
 class _SettingsView(Mapping[str, Any]):

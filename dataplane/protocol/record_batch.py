@@ -34,17 +34,31 @@ Lengths of -1 mean null. Varints are zig-zag encoded.
 The broker validates the header and CRC on produce, patches baseOffset and
 partitionLeaderEpoch (the CRC does not cover them) and never re-encodes records on the
 hot path. Records are decoded only where the broker must look inside (compaction, the
-key check of compacted topics, internal topics, tests).
+key check of compacted topics, timestamp bounds a header cannot decide, internal topics,
+tests); a topic whose compression.type names another codec gets the records block
+decompressed and compressed again, the records themselves untouched.
+
+Compressed records blocks, as Kafka's Java clients and broker write them::
+
+    gzip    one gzip member (RFC 1952)
+    snappy  xerial framing: "\x82SNAPPY\x00", int32 version 1, int32 compatible 1, then
+            [int32 length | raw snappy block of at most 32 KiB]...; raw snappy is read too
+    lz4     one LZ4 frame of independent 64 KiB blocks (Kafka's reader refuses linked
+            blocks)
+    zstd    one zstd frame
 
 Error codes follow Kafka 4's LogValidator: a bad CRC or truncated data is CORRUPT_MESSAGE
 (retriable: the bytes were damaged in transit); a well-formed batch that breaks a rule
 (count and offset range disagree, a control batch from a client, an idempotent batch
-without a sequence, a null key in a compacted topic) is INVALID_RECORD.
+without a sequence) is INVALID_RECORD. Rules on single records (a null key in a compacted
+topic, a CreateTime timestamp out of bounds) fail the batch with INVALID_RECORD or
+INVALID_TIMESTAMP and name each offending record by its index (KIP-467 record errors).
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -54,6 +68,8 @@ import crc32c
 from dataplane.errors import (
     CorruptRecord,
     InvalidRecord,
+    InvalidRecords,
+    InvalidTimestamps,
     UnsupportedCompression,
     UnsupportedMessageFormat,
 )
@@ -330,17 +346,55 @@ def decompress(codec: int, data: bytes) -> bytes:
     raise UnsupportedCompression(f"unknown compression codec {codec}")
 
 
-def compress(codec: int, data: bytes) -> bytes:
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+"""Values of the topic and broker config ``compression.type``, in Kafka's order."""
+TARGET_CODECS = {
+    "uncompressed": CODEC_NONE,
+    "gzip": CODEC_GZIP,
+    "snappy": CODEC_SNAPPY,
+    "lz4": CODEC_LZ4,
+    "zstd": CODEC_ZSTD,
+}
+"""The codec a topic's ``compression.type`` stores batches in ("producer": as sent)."""
+LEVEL_KEYS = {
+    CODEC_GZIP: "compression.gzip.level",
+    CODEC_LZ4: "compression.lz4.level",
+    CODEC_ZSTD: "compression.zstd.level",
+}
+_LZ4_DEFAULT = 9  # at its default level Kafka uses lz4's fast compressor, else lz4 HC
+_ZSTD_DEFAULT = 3
+_SNAPPY_BLOCK = 32 * 1024  # snappy-java's SnappyOutputStream block size
+_XERIAL_HEADER = _XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"
+
+
+def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """A records block compressed as Kafka writes it (framing in the module docstring).
+
+    ``level`` is the topic's compression.<codec>.level (None: Kafka's default).
+    """
     if codec == CODEC_NONE:
-        return data
-    if codec == CODEC_GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(data)
+    if codec == CODEC_GZIP:  # zlib: ~1.5x cramjam's gzip speed at level 6
+        gzip = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)
+        return gzip.compress(data) + gzip.flush()
     if codec == CODEC_SNAPPY:
-        return bytes(cramjam.snappy.compress_raw(data))
+        out = bytearray(_XERIAL_HEADER)
+        view = memoryview(data)
+        for start in range(0, len(view), _SNAPPY_BLOCK):
+            block = cramjam.snappy.compress_raw(view[start : start + _SNAPPY_BLOCK])
+            out += _I32.pack(len(block))
+            out += block
+        return bytes(out)
     if codec == CODEC_LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        lz4 = cramjam.lz4.Compressor(
+            level=0 if level in (None, _LZ4_DEFAULT) else level,  # 0: lz4's fast compressor
+            content_checksum=False,
+            block_linked=False,
+        )
+        lz4.compress(bytes(data))
+        return bytes(lz4.finish())
     if codec == CODEC_ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=_ZSTD_DEFAULT if level is None else level))
     raise UnsupportedCompression(f"unknown compression codec {codec}")
 
 
@@ -411,32 +465,207 @@ def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
     return records
 
 
-def first_null_key(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int:
-    """Index of the first record without a key in the batch at ``header.position``, or -1.
-
-    Compacted topics refuse such records (Kafka: INVALID_RECORD). Walks the records
-    without building them; a compressed batch is decompressed first.
-    """
-    start = header.position
-    if header.codec == CODEC_NONE:
-        body: bytes | memoryview = memoryview(buf)[start + HEADER_SIZE : start + header.size]
-    else:
-        body = _records_body(memoryview(buf)[start : start + header.size], header)
+def _scan(body: bytes | memoryview, count: int) -> list[tuple[int, int, int, int]]:
+    """(timestampDelta, offsetDelta, keyLength, valueLength) of the ``count`` records of a
+    decompressed records block, without copying keys or values. CorruptRecord as
+    :func:`decode_records`."""
+    out: list[tuple[int, int, int, int]] = []
+    size = len(body)
     pos = 0
     try:
-        for index in range(header.record_count):
+        for _ in range(count):
             length, pos = _read_varint(body, pos)
             end = pos + length
-            pos += 1
-            _, pos = _read_varint(body, pos)
-            _, pos = _read_varint(body, pos)
-            key_len, pos = _read_varint(body, pos)
-            if key_len < 0:
-                return index
+            if length <= 0 or end > size:
+                raise CorruptRecord(f"record length {length} runs past its batch")
+            ts_delta, at = _read_varint(body, pos + 1)  # after the attributes byte
+            offset_delta, at = _read_varint(body, at)
+            key_len, at = _read_varint(body, at)
+            value_len, _ = _read_varint(body, at + max(key_len, 0))
+            out.append((ts_delta, offset_delta, key_len, value_len))
             pos = end
     except IndexError as exc:
         raise CorruptRecord("truncated record inside batch") from exc
+    if pos != size:
+        raise CorruptRecord(f"{size - pos} bytes left over after {count} records")
+    return out
+
+
+def _body(buf: bytes | bytearray | memoryview, header: BatchHeader) -> bytes | memoryview:
+    """The decompressed records block of the batch at ``header.position``."""
+    start = header.position
+    raw = memoryview(buf)[start + HEADER_SIZE : start + header.size]
+    return raw if header.codec == CODEC_NONE else decompress(header.codec, bytes(raw))
+
+
+def first_null_key(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int:
+    """Index of the first record without a key in the batch at ``header.position``, or -1."""
+    for index, (_, _, key_len, _) in enumerate(_scan(_body(buf, header), header.record_count)):
+        if key_len < 0:
+            return index
     return -1
+
+
+# --------------------------------------------------------------------------- topic rules
+
+LONG_MAX = 2**63 - 1
+
+
+def _jlong(value: int) -> int:
+    """``value`` wrapped to a signed 64-bit integer, as Java's long arithmetic does."""
+    return ((value + 2**63) & 0xFFFFFFFFFFFFFFFF) - 2**63
+
+
+def validate_records(
+    buf: bytes | bytearray,
+    headers: list[BatchHeader],
+    *,
+    topic_partition: str,
+    now_ms: int,
+    compacted: bool = False,
+    log_append_time: bool = False,
+    before_ms: int = LONG_MAX,
+    after_ms: int = LONG_MAX,
+    codec: int = -1,
+    level: int | None = None,
+) -> tuple[bytes | bytearray, list[BatchHeader]]:
+    """A topic's rules applied to batches that passed :func:`validate_batches` (the part of
+    Kafka's LogValidator that looks inside batches). Returns ``(buf, headers)`` unchanged
+    unless a batch was recompressed, else a new buffer and its headers.
+
+    Records are walked only where a rule needs them: keys in compacted topics
+    (``compacted``); CreateTime timestamps (``message.timestamp.before/after.max.ms``)
+    when the batch's maxTimestamp is too new or ``before_ms`` is finite (the oldest record
+    may be anywhere in a batch); batches whose client set LogAppendTime. Every offending
+    record is named (InvalidRecords, or InvalidTimestamps when any timestamp is bad, with
+    Kafka's messages). With ``codec`` >= 0 (compression.type other than producer) a batch
+    in another codec is decompressed and compressed in ``codec`` at ``level``: records,
+    offsets, timestamps, producer id/epoch/sequence and the transactional bit are kept, a
+    new CRC is computed; a batch already in ``codec`` is kept as sent, as in Kafka.
+    """
+    replaced: dict[int, bytes] = {}
+    for index, header in enumerate(headers):
+        attributes = header.attributes
+        convert = codec >= 0 and attributes & CODEC_MASK != codec
+        check = (
+            compacted
+            or attributes & TIMESTAMP_TYPE_BIT
+            or (
+                not log_append_time
+                and (before_ms < LONG_MAX or header.max_timestamp - now_ms > after_ms)
+            )
+        )
+        if not (check or convert):
+            continue
+        body = _body(buf, header)
+        if check:
+            # Kafka's in-place path (a compressed batch kept in its codec) prints records
+            # as PartialDefaultRecord (null key or value: -1 bytes), others as DefaultRecord.
+            partial = header.codec != CODEC_NONE and not convert
+            errors = _record_errors(
+                body,
+                header,
+                topic_partition=topic_partition,
+                compacted=compacted,
+                log_append_time=log_append_time,
+                now_ms=now_ms,
+                before_ms=before_ms,
+                after_ms=after_ms,
+                partial=partial,
+            )
+            if errors:
+                raise _rejected(errors)
+        if convert:
+            fields = (
+                codec | attributes & (TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT),
+                header.last_offset_delta,
+                header.base_timestamp,
+                header.max_timestamp,
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.record_count,
+            )
+            payload = compress(codec, body, level)
+            replaced[index] = _assemble(header.base_offset, header.leader_epoch, fields, payload)
+    if not replaced:
+        return buf, headers
+    out = bytearray()
+    view = memoryview(buf)
+    placed: list[BatchHeader] = []
+    for index, header in enumerate(headers):
+        position = len(out)
+        batch = replaced.get(index)
+        out += view[header.position : header.position + header.size] if batch is None else batch
+        placed.append(parse_header(out, position))
+    return out, placed
+
+
+def _record_errors(
+    body: bytes | memoryview,
+    header: BatchHeader,
+    *,
+    topic_partition: str,
+    compacted: bool,
+    log_append_time: bool,
+    now_ms: int,
+    before_ms: int,
+    after_ms: int,
+    partial: bool,
+) -> list[tuple[bool, int, str]]:
+    """(is a timestamp error, record index, message) of every record breaking a rule, as
+    Kafka's LogValidator.validateRecord: the key first, then the timestamp."""
+    errors: list[tuple[bool, int, str]] = []
+    batch_lat = header.log_append_time
+    for index, (ts_delta, offset_delta, key_len, value_len) in enumerate(
+        _scan(body, header.record_count)
+    ):
+        if compacted and key_len < 0:
+            message = (
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{topic_partition}"
+            )
+            errors.append((False, index, message))
+            continue
+        timestamp = header.max_timestamp if batch_lat else _jlong(header.base_timestamp + ts_delta)
+        offset = _jlong(header.base_offset + offset_delta)
+        if not log_append_time and timestamp != -1:
+            diff = _jlong(now_ms - timestamp)
+            if diff > before_ms or _jlong(-diff) > after_ms:
+                message = (
+                    f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+                    f"The timestamp should be within [{_jlong(now_ms - before_ms)}, "
+                    f"{_jlong(now_ms + after_ms)}]"
+                )
+                errors.append((True, index, message))
+        elif batch_lat:
+            if partial:
+                shown = f"PartialDefaultRecord(offset={offset}, timestamp={timestamp}, "
+                shown += f"key={key_len} bytes, value={value_len} bytes)"
+            else:
+                shown = f"DefaultRecord(offset={offset}, timestamp={timestamp}, "
+                shown += f"key={max(key_len, 0)} bytes, value={max(value_len, 0)} bytes)"
+            message = (
+                f"Invalid timestamp type in message {shown}. "
+                "Producer should not set timestamp type to LogAppendTime."
+            )
+            errors.append((True, index, message))
+    return errors
+
+
+def _rejected(errors: list[tuple[bool, int, str]]) -> InvalidRecords | InvalidTimestamps:
+    """Kafka's LogValidator.processRecordErrors: the error for a batch with bad records."""
+    exc: InvalidRecords | InvalidTimestamps
+    if any(is_timestamp for is_timestamp, _, _ in errors):
+        exc = InvalidTimestamps("One or more records have been rejected due to invalid timestamp")
+    else:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for _, i, m in errors[:3])
+        exc = InvalidRecords(
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]"
+        )
+    exc.record_errors = tuple((index, message) for _, index, message in errors)
+    return exc
 
 
 def encode_batch(
