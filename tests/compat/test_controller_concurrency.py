@@ -315,3 +315,34 @@ def test_producer_ids_stay_unique_across_broker_restart(tmp_path: Path) -> None:
         for answer in granted(cluster.bootstrap.split(","), [request] * 15):
             seen[int(answer.producer_id)] += 1
     assert len(seen) == 30, [i for i, n in seen.items() if n > 1]
+
+
+def test_brokers_registering_at_once(tmp_path: Path) -> None:
+    """Five brokers started at the same moment all register (each a decision of the
+    controller, racing the others and the controller's own activation): every broker's
+    metadata lists all five, and each can lead."""
+    with SluiceCluster(tmp_path, brokers=5) as cluster:
+        servers = cluster.bootstrap.split(",")
+        meta_mod = load_payload_module(3, 12, EntityType.request)
+        request = build(
+            meta_mod.MetadataRequest,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        for server in servers:
+            with RawClient(server) as client:
+                brokers = {b.node_id for b in client.request(request).brokers}
+            assert brokers == {0, 1, 2, 3, 4}, (server, brokers)
+        name = unique("race-register")
+        create(servers, name, 10)
+        with RawClient(servers[0]) as client:
+            meta = client.request(
+                build(
+                    meta_mod.MetadataRequest,
+                    topics=(build(meta_mod.MetadataRequestTopic, name=name, topic_id=None),),
+                    allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False,
+                )
+            )
+        assert {p.leader_id for p in meta.topics[0].partitions} == {0, 1, 2, 3, 4}
