@@ -52,9 +52,10 @@ from bench.common import (
     tool,
 )
 from bench.servers import KafkaServer, SluiceServer
-from dataplane.protocol.record_batch import CODEC_NAMES, iter_headers
 from tests.support.raw_client import RawClient
 from tests.support.records import fetch_request
+from wire.compression import CODEC_NAMES
+from wire.record_batch import iter_headers
 
 RESULTS = REPO / "bench" / "RESULTS.md"
 BEGIN = "<!-- BEGIN recompression (bench/bench_recompression.py) -->"

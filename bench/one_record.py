@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import wire
+from bench import frames
 from bench.common import Failed, Figure, Measure, Others, python
 
 CHECK_EVERY = 256  # decode one answer in this many with kio and check its error code
@@ -83,7 +83,7 @@ class _Conn(asyncio.Protocol):
             stats.count += 1
             stats.latencies.append(time.perf_counter() - self.sent_at)
         if stats.total % CHECK_EVERY == 1:
-            codes = [c for c in wire.produce_errors(frame) if c != 0]
+            codes = [c for c in frames.produce_errors(frame) if c != 0]
             if codes:
                 stats.errors += 1
                 stats.error_codes.update(codes)
@@ -96,7 +96,7 @@ async def _worker(args: list[str]) -> dict[str, Any]:
     connections, start_at = int(args[2]), float(args[3])
     warmup, seconds, size = float(args[4]), float(args[5]), int(args[6])
     host, _, port = bootstrap.rpartition(":")
-    frame = wire.produce_frame(topic, wire.record_batch([b"v" * size]))
+    frame = frames.produce_frame(topic, frames.record_batch([b"v" * size]))
     loop = asyncio.get_running_loop()
     stats = _Stats()
     conns: list[_Conn] = []

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import wire
+from bench import frames
 from bench.common import REPO, cpu_seconds, free_port, python, spawn, stop_process, tool, wait_port
 
 
@@ -77,7 +77,7 @@ class SluiceServer:
 
     def create_topic(self, topic: str) -> None:
         if not _admin_create(self.bootstrap, topic):
-            code = wire.metadata_auto_create(self.bootstrap, topic)
+            code = frames.metadata_auto_create(self.bootstrap, topic)
             if code != 0:
                 raise RuntimeError(f"auto-creating {topic} on Sluice: error code {code}")
 

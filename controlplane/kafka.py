@@ -5,13 +5,8 @@ The control plane talks to each broker directly (it never follows advertised add
 probes one given broker, and sends an admin request to any one broker of the cluster (every
 broker answers every admin request, forwarding metadata changes to the active controller),
 trying the next one when a broker cannot be reached (:func:`on_any`). Requests and responses
-are kio entities; framing:
-
-    request  := size:int32 header body        header: api_key:int16 api_version:int16
-    response := size:int32 correlation_id:int32 [tagged fields] body       correlation_id:int32
-                                                                            client_id:string …
-
-One request at a time per connection; every call has a timeout. Errors: OSError and
+are kio entities, framed by the wire package (``wire.client``). One request at a time per
+connection; every call has a timeout. Errors: OSError and
 asyncio.TimeoutError for transport problems (:class:`Unreachable`, an OSError, when no
 connection could be opened: nothing was sent), :class:`KafkaResponseError` for an error code.
 """
@@ -19,17 +14,13 @@ connection could be opened: nothing was sent), :class:`KafkaResponseError` for a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
-import io
 import json
-import struct
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from kio.index import load_response_schema
 from kio.schema.alter_partition_reassignments.v0 import request as alter_reassignments
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_topics.v7 import request as create_topics
@@ -41,8 +32,10 @@ from kio.schema.list_partition_reassignments.v0 import request as list_reassignm
 from kio.schema.metadata.v12 import request as metadata
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.unregister_broker.v0 import request as unregister_broker
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32, i32Timedelta
+
+from wire.client import Channel, ConnectFailed
+from wire.internal import DescribeRemoteLogRequest
 
 CLIENT_ID = "sluice-controlplane"
 RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
@@ -53,8 +46,8 @@ SOURCE_DYNAMIC_TOPIC = 1  # DescribeConfigs config_source of a topic override
 T = TypeVar("T")
 
 
-class Unreachable(OSError):
-    """No connection to the broker could be opened (refused, timed out): nothing was sent."""
+Unreachable = ConnectFailed
+"""No connection to the broker could be opened (refused, timed out): nothing was sent."""
 
 
 class KafkaResponseError(Exception):
@@ -105,26 +98,19 @@ class ConfigEntry:
 
 
 class KafkaConnection:
-    """One connection to one broker."""
+    """One connection to one broker (the wire package's :class:`~wire.client.Channel`)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.correlation = 0
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
 
     @classmethod
     async def open(cls, host: str, port: int, timeout: float) -> KafkaConnection:
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        except OSError as exc:  # TimeoutError included
-            why = exc or type(exc).__name__
-            raise Unreachable(f"cannot connect to {host}:{port}: {why}") from exc
-        return cls(reader, writer)
+        channel = Channel(host, port, client_id=CLIENT_ID, connect_timeout=timeout)
+        await channel.connect()
+        return cls(channel)
 
     async def close(self) -> None:
-        self.writer.close()
-        with contextlib.suppress(OSError, asyncio.TimeoutError):
-            await asyncio.wait_for(self.writer.wait_closed(), 1)
+        await self.channel.close()
 
     async def __aenter__(self) -> KafkaConnection:
         return self
@@ -133,37 +119,7 @@ class KafkaConnection:
         await self.close()
 
     async def request(self, request: Any, timeout: float) -> Any:
-        self.correlation += 1
-        correlation = self.correlation
-        header_cls = request.__header_schema__
-        header = header_cls(
-            request_api_key=request.__api_key__,
-            request_api_version=request.__version__,
-            correlation_id=i32(correlation),
-            client_id=CLIENT_ID,
-        )
-        buf = io.BytesIO()
-        entity_writer(header_cls)(buf, header)
-        entity_writer(type(request))(buf, request)
-        body = buf.getvalue()
-        self.writer.write(struct.pack(">i", len(body)) + body)
-        await self.writer.drain()
-        frame = await asyncio.wait_for(self._read_frame(), timeout)
-        got = struct.unpack_from(">i", frame, 0)[0]
-        if got != correlation:
-            raise OSError(f"correlation id {got} does not match request {correlation}")
-        response_cls = getattr(request, "__response_schema__", None) or load_response_schema(
-            request.__api_key__, request.__version__
-        )
-        offset = 4
-        if response_cls.__header_schema__.__flexible__:
-            offset += 1  # empty tagged fields
-        response, _ = entity_reader(response_cls)(frame, offset)
-        return response
-
-    async def _read_frame(self) -> bytes:
-        size = struct.unpack(">i", await self.reader.readexactly(4))[0]
-        return await self.reader.readexactly(size)
+        return await self.channel.request(request, timeout)
 
 
 async def probe(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -376,9 +332,7 @@ class Admin:
 
     async def describe_remote_log(self, topics: list[str] | None = None) -> dict[str, Any]:
         """What the remote tier holds (Sluice's DescribeRemoteLog; the JSON document of
-        ``tiered.remote_log_api``)."""
-        from tiered.remote_log_api import DescribeRemoteLogRequest
-
+        ``wire.internal``)."""
         payload = json.dumps({"version": 1, "topics": topics}).encode()
         response = await self._call(DescribeRemoteLogRequest(payload=payload))
         if response.error_code != ErrorCode.none:

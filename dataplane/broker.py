@@ -26,14 +26,13 @@ from dataplane.cluster.member import ClusterMember
 from dataplane.cluster.producer_ids import ProducerIdManager
 from dataplane.config import BROKER_CONFIGS, BrokerConfig
 from dataplane.durable import write_atomically
-from dataplane.errors import InvalidConfig
 from dataplane.log.manager import LogManager
 from dataplane.metadata import TopicInfo
 from dataplane.replication.manager import ReplicaManager
+from wire.errors import InvalidConfig
 
 if TYPE_CHECKING:
     from dataplane.groups.coordinator import GroupCoordinator
-    from dataplane.log.partition_log import PartitionLog
     from dataplane.remote.manager import RemoteLogManager
 
 log = logging.getLogger(__name__)
@@ -143,9 +142,9 @@ class Broker:
         from kio.schema.types import TopicName
         from kio.static.primitive import i16, i32, i32Timedelta
 
-        from dataplane.errors import BrokerError
         from dataplane.handlers import create_topics
         from dataplane.handlers.context import RequestContext
+        from wire.errors import BrokerError
 
         request = create_req.CreateTopicsRequest(
             topics=(
@@ -198,21 +197,18 @@ class Broker:
         waits for it, so a new incarnation never reuses an old partition log."""
         if self.groups is not None:
             self.groups.on_topic_deleted(info.name)
-        plogs = [
-            plog for p in range(info.partitions) if (plog := self.logs.logs.get((info.name, p)))
-        ]
-        task = asyncio.get_running_loop().create_task(self._remove_topic(info, plogs))
+        task = asyncio.get_running_loop().create_task(self._remove_topic(info))
         self.topic_removals[info.name] = task
 
-    async def _remove_topic(self, info: TopicInfo, plogs: list[PartitionLog]) -> None:
+    async def _remove_topic(self, info: TopicInfo) -> None:
         try:
+            # closing each log wakes the fetches long-polling on it (the log's on_change
+            # hook, set by its replication Partition): they re-read and see it is gone
             await self.logs.remove_topic(info)
             log.info("deleted topic %s (%s)", info.name, info.topic_id)
         finally:
             if self.topic_removals.get(info.name) is asyncio.current_task():
                 del self.topic_removals[info.name]
-            for plog in plogs:
-                plog._wake()  # fetches long-polling on the deleted partitions re-read
 
     # ------------------------------------------------------------------ dynamic configs
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dataplane.errors import InvalidConfig
 from tiered.config import ObjectStoreSettings
+from wire.errors import InvalidConfig
 
 
 class ConfigType(enum.IntEnum):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dataplane.config import ConfigDef, ConfigType
-from dataplane.errors import InvalidConfig
+from wire.errors import InvalidConfig
 
 NOT_ACTED = (
     " Stored and described; Sluice's groups use the classic protocol, which this setting "

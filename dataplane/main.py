@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from dataplane.config import BrokerConfig, read_properties
-from dataplane.errors import InvalidConfig
+from wire.errors import InvalidConfig
 
 log = logging.getLogger("sluice.broker")
 MALLOC_THRESHOLD = 256 * 1024 * 1024

@@ -10,7 +10,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
-from dataplane.errors import (
+from wire.errors import (
     InvalidTopic,
 )
 

@@ -20,7 +20,7 @@ from dataplane.broker import Broker
 from dataplane.handlers import HANDLERS, SERVED_VERSIONS
 from dataplane.handlers.api_versions import unsupported_version_response
 from dataplane.handlers.context import RequestContext
-from dataplane.protocol.codec import decode_request, encode_response, peek_header
+from wire.framing import decode_request, encode_response, peek_header
 
 log = logging.getLogger(__name__)
 

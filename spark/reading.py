@@ -14,12 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from dataplane.log.segment import parse_index
 from spark.planning import HotSplit, Split, TieredSplit
-from spark.records import CREATE_TIME, LOG_APPEND_TIME, Columns, decode_into, iter_batches
+from spark.records import Columns, decode_into, iter_batches
 from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError
 from tiered.object_store import S3ObjectStore
+from wire.record_batch import CREATE_TIME, LOG_APPEND_TIME
+from wire.segment_index import parse_index
 
 
 class DataLossError(Exception):

@@ -1,9 +1,10 @@
 """Record batches (magic v2) to rows of Spark's Kafka schema, as Arrow record batches.
 
 A tiered segment object is the broker's log file: record batches back to back, exactly as
-stored (layout in ``dataplane/protocol/record_batch.py``, whose header parser and codecs —
-none, gzip, snappy incl. xerial framing, lz4 frames, zstd — this module uses). Records are
-walked straight into column lists (no per-record objects): the executor's hot loop.
+stored (layout in ``wire/record_batch.py``, whose header parser, codecs — none, gzip,
+snappy incl. xerial framing, lz4 frames, zstd — and record walker this module uses).
+Records are walked straight into column lists (no per-record objects): the executor's hot
+loop.
 
 Rows (Spark's Kafka source, all nullable)::
 
@@ -24,16 +25,15 @@ import crc32c
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataplane.protocol.record_batch import (
+from wire.errors import BrokerError
+from wire.record_batch import (
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
     decompress,
     parse_header,
+    walk_records,
 )
-
-CREATE_TIME = 0
-LOG_APPEND_TIME = 1
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _BASE_FIELDS = [
@@ -127,20 +127,6 @@ class Columns:
         return batch
 
 
-def _varint(body: bytes, pos: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        b = body[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptSegment("varint too long")
-
-
 def decode_into(
     columns: Columns, batch: bytes | memoryview, start: int, end: int, *, check_crc: bool = True
 ) -> int:
@@ -157,68 +143,16 @@ def decode_into(
         return 0
     try:
         body = decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
-    except Exception as exc:  # CorruptRecord, UnsupportedCompression
+        return walk_records(
+            body,
+            header,
+            columns.append,
+            start=start,
+            end=end,
+            with_headers=columns.include_headers,
+        )
+    except (BrokerError, ValueError) as exc:  # CorruptRecord, UnsupportedCompression
         raise CorruptSegment(f"record batch at offset {header.base_offset}: {exc}") from exc
-    base_offset = header.base_offset
-    if header.log_append_time:
-        ts_type = LOG_APPEND_TIME
-        fixed_ts = header.max_timestamp
-    else:
-        ts_type = CREATE_TIME
-        fixed_ts = -1
-    base_ts = header.base_timestamp
-    with_headers = columns.include_headers
-    append = columns.append
-    size = len(body)
-    pos = 0
-    added = 0
-    try:
-        for _ in range(header.record_count):
-            length, pos = _varint(body, pos)
-            record_end = pos + length
-            if length <= 0 or record_end > size:
-                raise CorruptSegment(f"record length {length} runs past its batch")
-            pos += 1  # record attributes (unused)
-            ts_delta, pos = _varint(body, pos)
-            offset_delta, pos = _varint(body, pos)
-            offset = base_offset + offset_delta
-            if offset < start or offset >= end:
-                pos = record_end
-                continue
-            key_len, pos = _varint(body, pos)
-            key = None
-            if key_len >= 0:
-                key = body[pos : pos + key_len]
-                pos += key_len
-            value_len, pos = _varint(body, pos)
-            value = None
-            if value_len >= 0:
-                value = body[pos : pos + value_len]
-                pos += value_len
-            headers: list[tuple[str, bytes | None]] | None = None
-            if with_headers:
-                count, pos = _varint(body, pos)
-                if count < 0 or count > length:
-                    raise CorruptSegment(f"invalid header count {count}")
-                if count:
-                    headers = []
-                    for _ in range(count):
-                        hk_len, pos = _varint(body, pos)
-                        hk = body[pos : pos + hk_len].decode("utf-8", "replace")
-                        pos += hk_len
-                        hv_len, pos = _varint(body, pos)
-                        hv = None
-                        if hv_len >= 0:
-                            hv = body[pos : pos + hv_len]
-                            pos += hv_len
-                        headers.append((hk, hv))
-            pos = record_end
-            timestamp = fixed_ts if fixed_ts >= 0 else base_ts + ts_delta
-            append(key, value, offset, timestamp, ts_type, headers)
-            added += 1
-    except IndexError as exc:
-        raise CorruptSegment(f"truncated record in batch at offset {base_offset}") from exc
-    return added
 
 
 def iter_batches(chunks: Iterator[bytes]) -> Iterator[memoryview]:

@@ -1,35 +1,25 @@
 """What the remote tier holds, asked of any broker with DescribeRemoteLog (API key 32001).
 
-A small synchronous Kafka-protocol client: one TCP connection, one request, framed as any
-flexible Kafka request and encoded by kio (the schemas are ``tiered.remote_log_api``'s)::
-
-    request  := size:int32 RequestHeader(v2) DescribeRemoteLogRequest(v0)
-    response := size:int32 correlation_id:int32 tagged_fields DescribeRemoteLogResponse(v0)
-
-The payloads are JSON (see ``tiered/remote_log_api.py``). The planner (driver side) calls
+One blocking connection, one request (``wire.client.BlockingConnection``; the schema and
+its JSON payloads are ``wire.internal``'s). The planner (driver side) calls
 :func:`describe_remote_log` once per query plan; nothing here is kept on a data source
 object, so nothing unpicklable travels to executors.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import socket
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32
 
-from tiered.remote_log_api import DescribeRemoteLogRequest, DescribeRemoteLogResponse
 from tiered.remote_segment import COPY_FINISHED, RemoteSegment
+from wire.client import BlockingConnection
+from wire.internal import DescribeRemoteLogRequest
 
 CLIENT_ID = "sluice-spark"
-MAX_FRAME = 256 * 1024 * 1024
 
 
 class RemoteLogError(Exception):
@@ -76,51 +66,15 @@ def parse_payload(doc: dict[str, Any]) -> RemoteLog:
     return RemoteLog(str(doc.get("cluster_id", "")), topic_ids, partitions)
 
 
-def _request_frame(topics: Sequence[str] | None, correlation: int) -> bytes:
+def ask_broker(host: str, port: int, topics: Sequence[str] | None, timeout: float) -> RemoteLog:
+    """DescribeRemoteLog of one broker; OSError when it cannot be reached."""
     request = DescribeRemoteLogRequest(
         payload=json.dumps(
             {"version": 1, "topics": None if topics is None else list(topics)}
         ).encode()
     )
-    header_cls = DescribeRemoteLogRequest.__header_schema__
-    header = header_cls(
-        request_api_key=DescribeRemoteLogRequest.__api_key__,
-        request_api_version=DescribeRemoteLogRequest.__version__,
-        correlation_id=i32(correlation),
-        client_id=CLIENT_ID,
-    )
-    buf = io.BytesIO()
-    entity_writer(header_cls)(buf, header)
-    entity_writer(DescribeRemoteLogRequest)(buf, request)
-    body = buf.getvalue()
-    return struct.pack(">i", len(body)) + body
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        got = sock.recv(min(size - len(chunks), 1 << 20))
-        if not got:
-            raise OSError("connection closed by the broker")
-        chunks += got
-    return bytes(chunks)
-
-
-def ask_broker(host: str, port: int, topics: Sequence[str] | None, timeout: float) -> RemoteLog:
-    """DescribeRemoteLog of one broker; OSError when it cannot be reached."""
-    correlation = 1
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        sock.sendall(_request_frame(topics, correlation))
-        (size,) = struct.unpack(">i", _read_exactly(sock, 4))
-        if not 4 <= size <= MAX_FRAME:
-            raise OSError(f"bad response frame size {size}")
-        frame = _read_exactly(sock, size)
-    (got,) = struct.unpack_from(">i", frame, 0)
-    if got != correlation:
-        raise OSError(f"correlation id {got} does not match request {correlation}")
-    # response header v1: correlation id, then (empty) tagged fields
-    response, _ = entity_reader(DescribeRemoteLogResponse)(frame, 5)
+    with BlockingConnection(host, port, client_id=CLIENT_ID, timeout=timeout) as connection:
+        response = connection.request(request)
     if response.error_code != ErrorCode.none:
         detail = f": {response.error_message}" if response.error_message else ""
         raise RemoteLogError(f"DescribeRemoteLog: {response.error_code.name}{detail}")

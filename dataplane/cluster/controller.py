@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, TypeVar
 from dataplane.cluster import records as r
 from dataplane.cluster.changes import Changes
 from dataplane.cluster.image import MetadataImage, PartitionState
-from dataplane.errors import (
+from dataplane.raft.errors import NotLeader, RaftError
+from tiered.remote_segment import COPY_FINISHED, COPY_STARTED, DELETE_STARTED, RemoteSegment
+from wire.errors import (
     BrokerError,
     BrokerNotAvailable,
     FencedLeaderEpoch,
@@ -48,8 +50,6 @@ from dataplane.errors import (
     StaleBrokerEpoch,
     UnknownTopicOrPartition,
 )
-from dataplane.raft.errors import NotLeader, RaftError
-from tiered.remote_segment import COPY_FINISHED, COPY_STARTED, DELETE_STARTED, RemoteSegment
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 
 from dataplane.cluster import records as r
 from dataplane.config import TOPIC_CONFIGS, parse_overrides
-from dataplane.errors import (
+from dataplane.metadata import TopicInfo, validate_topic_name
+from tiered.remote_segment import COPY_FINISHED, RemoteSegment
+from wire.errors import (
     InvalidPartitions,
     InvalidReplicationFactor,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from dataplane.metadata import TopicInfo, validate_topic_name
-from tiered.remote_segment import COPY_FINISHED, RemoteSegment
 
 TopicPartition = tuple[str, int]
 log = logging.getLogger(__name__)

@@ -31,17 +31,17 @@ from kio.schema.types import BrokerId
 from kio.static.primitive import i8, i16, i32, i64, u16
 
 from dataplane.cluster import records as r
-from dataplane.cluster.client import Channels
 from dataplane.cluster.controller import QuorumController
 from dataplane.cluster.image import MetadataImage, PartitionState
-from dataplane.errors import (
+from wire.client import Channels
+from wire.errors import (
     BrokerError,
     InvalidConfig,
     NotController,
     StaleBrokerEpoch,
     exception_for,
 )
-from dataplane.protocol.internal import RemoteLogMetadataRequest
+from wire.internal import RemoteLogMetadataRequest
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig

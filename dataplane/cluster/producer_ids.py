@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from dataplane.errors import BrokerError, CoordinatorLoadInProgress
+from wire.errors import BrokerError, CoordinatorLoadInProgress
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dataplane.errors import CorruptRecord
+from wire.errors import CorruptRecord
 
 
 @dataclass(frozen=True, slots=True)

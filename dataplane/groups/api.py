@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-from dataplane.errors import CoordinatorNotAvailable
+from wire.errors import CoordinatorNotAvailable
 
 if TYPE_CHECKING:
     from dataplane.groups.coordinator import GroupCoordinator

@@ -14,7 +14,7 @@ It ties together the rebalance state machines (``membership``), the committed of
   records and then applied; with ``log.flush.policy=fsync`` the answer waits for the fsync.
 - Deleting a group writes tombstones for its offsets and its metadata.
 
-Methods raise ``dataplane.errors`` types for request-wide errors; per-item errors are
+Methods raise ``wire.errors`` types for request-wide errors; per-item errors are
 returned as values. The handlers map them to Kafka error codes.
 """
 
@@ -29,21 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dataplane.cluster.image import Delta
-from dataplane.errors import (
-    BrokerError,
-    CoordinatorNotAvailable,
-    CorruptRecord,
-    GroupIdNotFound,
-    GroupSubscribedToTopic,
-    IllegalGeneration,
-    InvalidRequest,
-    NonEmptyGroup,
-    NotCoordinator,
-    OffsetMetadataTooLarge,
-    RebalanceInProgress,
-    TransactionsNotSupported,
-    UnknownMemberId,
-)
 from dataplane.groups.group import ClassicGroup, GroupState, Member
 from dataplane.groups.membership import Membership
 from dataplane.groups.offsets import CommittedOffset, OffsetStore
@@ -60,6 +45,21 @@ from dataplane.groups.records import (
     encode_offset_value,
 )
 from dataplane.groups.storage import OFFSETS_TOPIC, OffsetsTopic, Record
+from wire.errors import (
+    BrokerError,
+    CoordinatorNotAvailable,
+    CorruptRecord,
+    GroupIdNotFound,
+    GroupSubscribedToTopic,
+    IllegalGeneration,
+    InvalidRequest,
+    NonEmptyGroup,
+    NotCoordinator,
+    OffsetMetadataTooLarge,
+    RebalanceInProgress,
+    TransactionsNotSupported,
+    UnknownMemberId,
+)
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker

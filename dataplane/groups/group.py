@@ -22,7 +22,7 @@ States and the transitions the coordinator drives (Kafka's ``ClassicGroupState``
 - **Dead**: the group was deleted; late requests get COORDINATOR_NOT_AVAILABLE.
 
 Parked JoinGroup and SyncGroup requests are futures on the members; the coordinator
-completes them. Errors are typed (``dataplane.errors``) and mapped to Kafka codes by the
+completes them. Errors are typed (``wire.errors``) and mapped to Kafka codes by the
 handlers.
 """
 
@@ -36,8 +36,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dataplane.errors import BrokerError, CorruptRecord, FencedInstanceId, UnknownMemberId
 from dataplane.groups.records import subscribed_topics
+from wire.errors import BrokerError, CorruptRecord, FencedInstanceId, UnknownMemberId
 
 UNKNOWN_MEMBER_ID = ""
 

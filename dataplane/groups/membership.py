@@ -38,7 +38,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dataplane.errors import (
+from dataplane.groups.group import (
+    UNKNOWN_MEMBER_ID,
+    ClassicGroup,
+    GroupState,
+    JoinResult,
+    Member,
+    Protocols,
+    SyncResult,
+)
+from dataplane.groups.records import GroupValue, MemberValue, encode_group_key, encode_group_value
+from dataplane.groups.timer import Timer
+from wire.errors import (
     BrokerError,
     CoordinatorNotAvailable,
     GroupMaxSizeReached,
@@ -51,17 +62,6 @@ from dataplane.errors import (
     RebalanceInProgress,
     UnknownMemberId,
 )
-from dataplane.groups.group import (
-    UNKNOWN_MEMBER_ID,
-    ClassicGroup,
-    GroupState,
-    JoinResult,
-    Member,
-    Protocols,
-    SyncResult,
-)
-from dataplane.groups.records import GroupValue, MemberValue, encode_group_key, encode_group_value
-from dataplane.groups.timer import Timer
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig

@@ -44,7 +44,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from dataplane.errors import CorruptRecord
+from wire.errors import CorruptRecord
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2

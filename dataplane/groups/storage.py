@@ -21,9 +21,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dataplane.errors import BrokerError, CoordinatorNotAvailable, CorruptRecord, NotCoordinator
 from dataplane.log.partition_log import PartitionLog
-from dataplane.protocol.record_batch import decode_records, encode_batch, iter_headers
+from wire.errors import BrokerError, CoordinatorNotAvailable, CorruptRecord, NotCoordinator
+from wire.record_batch import decode_records, encode_batch, iter_headers
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker

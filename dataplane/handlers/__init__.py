@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from dataplane.protocol.codec import kio_versions
+from wire.framing import kio_versions
 
 Handler = Callable[[Any, Any], Any]
 

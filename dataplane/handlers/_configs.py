@@ -35,7 +35,7 @@ from kio.schema.errors import ErrorCode
 
 from dataplane import group_config
 from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
-from dataplane.errors import (
+from wire.errors import (
     BrokerError,
     InvalidConfig,
     InvalidRequest,
@@ -183,9 +183,13 @@ def parse_value(definition: ConfigDef, raw: str) -> Any:
         value = replace(definition, minimum=None, maximum=None, choices=()).parse(raw)
     except InvalidConfig:
         raise invalid(raw, f"Not a value of type {kind.name}") from None
-    if definition.also and value not in definition.also and (
-        (definition.minimum is not None and value < definition.minimum)
-        or (definition.maximum is not None and value > definition.maximum)
+    if (
+        definition.also
+        and value not in definition.also
+        and (
+            (definition.minimum is not None and value < definition.minimum)
+            or (definition.maximum is not None and value > definition.maximum)
+        )
     ):
         allowed = " or ".join(str(v) for v in definition.also)
         raise invalid(

@@ -17,8 +17,8 @@ from typing import Any
 
 from dataplane.cluster.changes import Changes
 from dataplane.cluster.member import ControllerIsLocal
-from dataplane.errors import NotController
 from dataplane.handlers.context import RequestContext
+from wire.errors import NotController
 
 Decide = Callable[[RequestContext, Any, Changes], Any]
 FORWARD_TIMEOUT_S = 30.0

@@ -12,8 +12,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, NotController, error_code_for
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, NotController, error_code_for
 
 API_KEY = 56
 MIN_VERSION = 3

@@ -16,9 +16,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
-from dataplane.errors import BrokerError, error_code_for, error_message_for
 from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, error_code_for, error_message_for
 
 API_KEY = 45
 ZERO = datetime.timedelta(0)

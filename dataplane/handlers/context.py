@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dataplane.protocol.codec import build, response_module
+from wire.framing import build, response_module
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker

@@ -19,7 +19,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
-from dataplane.errors import (
+from dataplane.handlers._controller import via_controller
+from dataplane.handlers.context import RequestContext
+from dataplane.handlers.create_topics import check_assignment
+from wire.errors import (
     BrokerError,
     InvalidPartitions,
     InvalidReplicaAssignment,
@@ -29,9 +32,6 @@ from dataplane.errors import (
     error_code_for,
     error_message_for,
 )
-from dataplane.handlers._controller import via_controller
-from dataplane.handlers.context import RequestContext
-from dataplane.handlers.create_topics import check_assignment
 
 API_KEY = 37
 ZERO = datetime.timedelta(0)

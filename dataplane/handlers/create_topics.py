@@ -27,7 +27,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
-from dataplane.errors import (
+from dataplane.handlers import _configs
+from dataplane.handlers._controller import via_controller
+from dataplane.handlers.context import RequestContext
+from wire.errors import (
     BrokerError,
     InvalidPartitions,
     InvalidReplicaAssignment,
@@ -39,9 +42,6 @@ from dataplane.errors import (
     error_code_for,
     error_message_for,
 )
-from dataplane.handlers import _configs
-from dataplane.handlers._controller import via_controller
-from dataplane.handlers.context import RequestContext
 
 API_KEY = 19
 ZERO = datetime.timedelta(0)

@@ -13,10 +13,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, NotCoordinator, error_code_for
 from dataplane.groups.api import ZERO, coordinator_of
 from dataplane.groups.storage import kafka_answer_order
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, NotCoordinator, error_code_for
 
 API_KEY = 42
 log = logging.getLogger(__name__)

@@ -21,7 +21,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster import records as r
-from dataplane.errors import (
+from dataplane.handlers.context import RequestContext
+from dataplane.metadata import INTERNAL_TOPICS
+from wire.errors import (
     BrokerError,
     InvalidTopic,
     OffsetOutOfRange,
@@ -29,8 +31,6 @@ from dataplane.errors import (
     UnknownTopicOrPartition,
     error_code_for,
 )
-from dataplane.handlers.context import RequestContext
-from dataplane.metadata import INTERNAL_TOPICS
 
 API_KEY = 21
 ZERO = datetime.timedelta(0)

@@ -23,7 +23,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
-from dataplane.errors import (
+from dataplane.handlers._configs import duplicates
+from dataplane.handlers._controller import via_controller
+from dataplane.handlers.context import RequestContext
+from wire.errors import (
     BrokerError,
     InvalidRequest,
     InvalidTopic,
@@ -33,9 +36,6 @@ from dataplane.errors import (
     error_code_for,
     error_message_for,
 )
-from dataplane.handlers._configs import duplicates
-from dataplane.handlers._controller import via_controller
-from dataplane.handlers.context import RequestContext
 
 API_KEY = 20
 ZERO = datetime.timedelta(0)

@@ -19,10 +19,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import ConfigEntry, ResourceType
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, error_code_for
 
 API_KEY = 32
 ZERO = datetime.timedelta(0)

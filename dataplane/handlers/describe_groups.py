@@ -11,11 +11,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, GroupIdNotFound, error_code_for
 from dataplane.groups.api import ZERO, coordinator_of
 from dataplane.groups.group import ClassicGroup, GroupState
 from dataplane.groups.storage import kafka_answer_order
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, GroupIdNotFound, error_code_for
 
 API_KEY = 15
 NOT_FOUND_ERROR_VERSION = 6

@@ -1,4 +1,4 @@
-"""DescribeRemoteLog (32001, Sluice's own; ``tiered.remote_log_api``): what the remote tier
+"""DescribeRemoteLog (32001, Sluice's own; ``wire.internal``): what the remote tier
 holds, from this broker's metadata image. Any broker answers."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
 from dataplane.handlers.context import RequestContext
-from tiered.remote_log_api import (
+from wire.internal import (
     DESCRIBE_REMOTE_LOG_KEY,
     PAYLOAD_VERSION,
     DescribeRemoteLogResponse,

@@ -27,9 +27,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
 from dataplane.handlers.context import RequestContext
 from dataplane.log.partition_log import PartitionLog
+from dataplane.replication.partition import Partition
+from wire.errors import BrokerError, error_code_for
 
 API_KEY = 1
 ZERO = datetime.timedelta(0)
@@ -48,6 +49,8 @@ class _Wanted:
     error: ErrorCode
     replica: bool = False
     """A follower's fetch: reads up to the log end, not the high watermark."""
+    part: Partition | None = None
+    """The replica resolved (set with ``plog``): a long poll waits on it."""
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -77,7 +80,7 @@ async def _long_poll(
         failed = any(code is not ErrorCode.none for code, _ in results)
         if total >= request.min_bytes or remaining <= 0 or failed:
             return _response(ctx, request, wanted, results)
-        futures = [w.plog.new_data_future() for w in wanted if w.plog is not None]
+        futures = [w.part.new_data_future() for w in wanted if w.part is not None]
         if not futures:
             return _response(ctx, request, wanted, results)
         _, not_done = await asyncio.wait(
@@ -136,7 +139,7 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
             else:
                 name = info.name
         for p in topic.partitions:
-            plog = None
+            part = plog = None
             perr = error
             if perr is ErrorCode.none:
                 try:
@@ -159,6 +162,7 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
                     plog,
                     perr,
                     replica_id >= 0,
+                    part,
                 )
             )
     return wanted

@@ -14,10 +14,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, TransactionsNotSupported, error_code_for
 from dataplane.groups.api import DEFAULT_MESSAGES, ZERO, coordinator_of
 from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, TransactionsNotSupported, error_code_for
 
 API_KEY = 10
 BATCHED_VERSION = 4

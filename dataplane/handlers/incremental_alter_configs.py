@@ -17,11 +17,11 @@ from typing import Any
 
 from dataplane.cluster.changes import Changes
 from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS
-from dataplane.errors import InvalidRequest
 from dataplane.group_config import GROUP_CONFIGS
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import AlterOp, ResourceType
 from dataplane.handlers.context import RequestContext
+from wire.errors import InvalidRequest
 
 API_KEY = 44
 OPERATIONS = frozenset(int(op) for op in AlterOp)

@@ -17,8 +17,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, error_code_for
 
 API_KEY = 22
 MAX_VERSION = 5

@@ -12,11 +12,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
 from dataplane.groups.api import ZERO, client_host, coordinator_of, millis
 from dataplane.groups.group import JoinResult
 from dataplane.groups.membership import JoinRequest
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, error_code_for
 
 API_KEY = 11
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
 from dataplane.groups.api import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, error_code_for
 
 API_KEY = 13
 BATCH_VERSION = 3

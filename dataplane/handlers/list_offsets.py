@@ -10,8 +10,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, error_code_for
 
 API_KEY = 2
 ZERO = datetime.timedelta(0)

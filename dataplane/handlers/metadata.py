@@ -14,9 +14,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, error_code_for
 from dataplane.handlers.context import RequestContext
 from dataplane.metadata import TopicInfo
+from wire.errors import BrokerError, error_code_for
 
 API_KEY = 3
 ZERO = datetime.timedelta(0)

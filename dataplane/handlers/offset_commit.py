@@ -14,16 +14,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import (
+from dataplane.groups.api import ZERO, coordinator_of, millis
+from dataplane.groups.coordinator import OffsetCommitEntry
+from dataplane.handlers.context import RequestContext
+from wire.errors import (
     BrokerError,
     NotCoordinator,
     UnknownTopicId,
     UnknownTopicOrPartition,
     error_code_for,
 )
-from dataplane.groups.api import ZERO, coordinator_of, millis
-from dataplane.groups.coordinator import OffsetCommitEntry
-from dataplane.handlers.context import RequestContext
 
 API_KEY = 8
 TOPIC_ID_VERSION = 10

@@ -17,7 +17,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import (
+from dataplane.handlers.context import RequestContext
+from dataplane.log.partition_log import AppendResult
+from dataplane.replication.partition import Partition
+from wire.errors import (
     BrokerError,
     CorruptRecord,
     RecordValidationError,
@@ -25,12 +28,9 @@ from dataplane.errors import (
     error_code_for,
     error_message_for,
 )
-from dataplane.handlers.context import RequestContext
-from dataplane.log.partition_log import AppendResult
-from dataplane.protocol.codec import EncodedResponse
-from dataplane.protocol.produce_response import encode_success
-from dataplane.protocol.record_batch import validate_batches
-from dataplane.replication.partition import Partition
+from wire.framing import EncodedResponse
+from wire.produce_response import encode_success
+from wire.record_batch import validate_batches
 
 API_KEY = 0
 ZERO = datetime.timedelta(0)
@@ -167,7 +167,7 @@ async def _after_fsync(
 
 
 def _invalid_acks(acks: int) -> BrokerError:
-    from dataplane.errors import InvalidRequiredAcks
+    from wire.errors import InvalidRequiredAcks
 
     return InvalidRequiredAcks(f"acks must be -1, 0 or 1, got {acks}")
 

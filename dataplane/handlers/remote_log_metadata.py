@@ -1,5 +1,5 @@
 """RemoteLogMetadata (32000, Sluice's own): a partition leader asks the controller to commit
-remote-tier records (see ``dataplane.protocol.internal``). Only the active controller
+remote-tier records (see ``wire.internal``). Only the active controller
 answers; it refuses a sender that does not lead the partition at the epoch it names."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta, i64
 
 from dataplane.cluster import records as r
-from dataplane.errors import BrokerError, CorruptRecord, error_code_for, error_message_for
 from dataplane.handlers.context import RequestContext
-from dataplane.protocol.internal import REMOTE_LOG_METADATA_KEY, RemoteLogMetadataResponse
+from wire.errors import BrokerError, CorruptRecord, error_code_for, error_message_for
+from wire.internal import REMOTE_LOG_METADATA_KEY, RemoteLogMetadataResponse
 
 API_KEY = REMOTE_LOG_METADATA_KEY
 INTERNAL = True

@@ -12,11 +12,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.errors import BrokerError, InconsistentGroupProtocol, error_code_for
 from dataplane.groups.api import ZERO, coordinator_of
 from dataplane.groups.group import SyncResult
 from dataplane.groups.membership import SyncRequest
 from dataplane.handlers.context import RequestContext
+from wire.errors import BrokerError, InconsistentGroupProtocol, error_code_for
 
 API_KEY = 14
 MANDATORY_PROTOCOL_VERSION = 5

@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dataplane.durable import fsync_dir
-from dataplane.errors import CorruptRecord
 from dataplane.log.segment import (
     MAX_RELATIVE_OFFSET,
     SCAN_CHUNK,
@@ -59,7 +58,8 @@ from dataplane.log.segment import (
     background_executor,
     segment_name,
 )
-from dataplane.protocol.record_batch import (
+from wire.errors import CorruptRecord
+from wire.record_batch import (
     DELETE_HORIZON_BIT,
     HEADER,
     HEADER_SIZE,

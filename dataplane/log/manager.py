@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dataplane.config import TOPIC_CONFIGS, BrokerConfig
-from dataplane.errors import UnknownTopicOrPartition
 from dataplane.log.partition_log import PartitionLog, RemoteTier
 from dataplane.metadata import TopicInfo
+from wire.errors import UnknownTopicOrPartition
 
 if TYPE_CHECKING:
     from dataplane.cluster.image import MetadataImage

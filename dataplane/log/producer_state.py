@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from dataplane.errors import InvalidProducerEpoch, OutOfOrderSequence
-from dataplane.protocol.record_batch import NO_SEQUENCE, BatchHeader
+from wire.errors import InvalidProducerEpoch, OutOfOrderSequence
+from wire.record_batch import NO_SEQUENCE, BatchHeader
 
 SEQUENCE_MODULUS = 0x80000000
 

@@ -36,15 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dataplane.cluster import records as r
-from dataplane.errors import (
-    BrokerError,
-    FencedLeaderEpoch,
-    NotController,
-    OffsetOutOfRange,
-    RemoteStorageError,
-)
 from dataplane.log.segment import segment_name
-from dataplane.protocol.record_batch import decode_records, parse_header
 from dataplane.remote.reader import RemoteReader
 from dataplane.remote.tier import PartitionTier
 from tiered.chunk_cache import ChunkCache
@@ -59,6 +51,14 @@ from tiered.remote_segment import (
     RemoteSegment,
 )
 from tiered.segment_upload import SegmentFiles, delete_prefix, delete_segment, upload_segment
+from wire.errors import (
+    BrokerError,
+    FencedLeaderEpoch,
+    NotController,
+    OffsetOutOfRange,
+    RemoteStorageError,
+)
+from wire.record_batch import decode_records, parse_header
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import crc32c
 
-from dataplane.errors import RemoteStorageError
-from dataplane.log.segment import IndexView, parse_index
-from dataplane.protocol.record_batch import CRC_START, HEADER_SIZE, BatchHeader, parse_header
 from tiered.chunk_cache import ChunkCache
 from tiered.errors import ObjectStoreError
 from tiered.layout import segment_keys
 from tiered.object_store import ObjectStore
 from tiered.remote_segment import RemoteSegment
+from wire.errors import RemoteStorageError
+from wire.record_batch import CRC_START, HEADER_SIZE, BatchHeader, parse_header
+from wire.segment_index import IndexView, parse_index
 
 MIN_WINDOW = 64 * 1024
 

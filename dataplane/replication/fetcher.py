@@ -23,12 +23,12 @@ from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
-from dataplane.errors import BrokerError
+from wire.errors import BrokerError
 
 if TYPE_CHECKING:
-    from dataplane.cluster.client import Channel
     from dataplane.replication.manager import ReplicaManager
     from dataplane.replication.partition import Partition
+    from wire.client import Channel
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from dataplane.cluster.client import Channels
-from dataplane.errors import BrokerError, NotLeaderOrFollower, UnknownTopicOrPartition
 from dataplane.replication.fetcher import ReplicaFetcher
 from dataplane.replication.partition import Partition
+from wire.client import Channels
+from wire.errors import BrokerError, NotLeaderOrFollower, UnknownTopicOrPartition
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker

@@ -7,6 +7,13 @@ follower being added never joins behind the high watermark), asks the controller
 to shrink the ISR when a follower lags more than ``replica.lag.time.max.ms`` and to expand
 it when a follower has caught up, and completes acks=all writes once the high watermark
 covers them. As follower it only holds the log; the fetcher fills it.
+
+It also owns the partition's long-polling fetches (Kafka keeps them in the fetch purgatory,
+``DelayedFetch``, keyed by partition): :class:`FetchWaiters` is the log's ``on_change``
+hook, so an append, a high-watermark advance, a truncation or the log closing (the topic
+deleted, the replica moved away, shutdown) wakes every fetch waiting on the partition; each
+then reads again and decides whether it has enough. A fetch waits on the ``Partition`` it
+resolved, for as long as it waits, even if the replica manager has dropped it meanwhile.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dataplane.errors import (
+from wire.errors import (
     FencedLeaderEpoch,
     NotEnoughReplicas,
     NotEnoughReplicasAfterAppend,
@@ -33,6 +40,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_WAITER_PRUNE = 64
+"""Waiters kept before cancelled ones are dropped (fetches cancel the futures they left)."""
+
 
 @dataclass(slots=True)
 class FollowerState:
@@ -43,9 +53,38 @@ class FollowerState:
     leader_end_at_last_fetch: int = 0
 
 
+class FetchWaiters:
+    """Futures of long-polling fetches, all resolved by the next :meth:`wake`."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future[None]] = []
+
+    def __len__(self) -> int:
+        return len(self._futures)
+
+    def new_future(self) -> asyncio.Future[None]:
+        """A future resolved by the next wake. Callers may cancel it."""
+        if len(self._futures) >= _WAITER_PRUNE:
+            self._futures = [f for f in self._futures if not f.done()]
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._futures.append(future)
+        return future
+
+    def wake(self) -> None:
+        if self._futures:
+            futures, self._futures = self._futures, []
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
+
+
 class Partition:
     def __init__(self, plog: PartitionLog, node_id: int) -> None:
         self.plog = plog
+        self.fetch_waiters = FetchWaiters()
+        plog.on_change = self.fetch_waiters.wake
         self.node_id = node_id
         self.state: PartitionState | None = None
         self.is_leader = False
@@ -235,6 +274,19 @@ class Partition:
             if f.log_end_offset < self.plog.log_end_offset and now - f.caught_up_at > lag_max_s:
                 out.append(b)
         return out
+
+    # ------------------------------------------------------------------ long-polling fetches
+
+    def new_data_future(self) -> asyncio.Future[None]:
+        """A future resolved when the log next changes (append, high-watermark advance,
+        truncation, close). Callers may cancel it."""
+        return self.fetch_waiters.new_future()
+
+    async def wait_for_data(self, timeout: float) -> None:
+        """Wait until the log changes or ``timeout`` seconds pass."""
+        future = self.fetch_waiters.new_future()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(future, timeout)
 
     # ------------------------------------------------------------------ acks=all
 

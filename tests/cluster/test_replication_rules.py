@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from dataplane.protocol.record_batch import encode_batch
 from tests.conftest import unique
 from tests.support.cluster_workload import (
     admin_client,
@@ -33,6 +32,7 @@ from tests.support.cluster_workload import (
 from tests.support.raw_client import RawClient
 from tests.support.records import fetch_request, partition_response, produce_request
 from tests.support.sluice_cluster import SluiceCluster
+from wire.record_batch import encode_batch
 
 
 @pytest.fixture(scope="module")

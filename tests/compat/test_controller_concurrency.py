@@ -24,11 +24,11 @@ import pytest
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from dataplane.protocol.codec import build
 from tests.conftest import unique
 from tests.support.kafka_oracle import KafkaOracle
 from tests.support.raw_client import RawClient
 from tests.support.sluice_cluster import SluiceCluster
+from wire.framing import build
 
 pytestmark = pytest.mark.oracle
 

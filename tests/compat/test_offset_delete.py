@@ -20,10 +20,10 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from dataplane.protocol.codec import build
 from tests.compat.conftest import create_topic
 from tests.conftest import unique
 from tests.support.raw_client import RawClient
+from wire.framing import build
 
 pytestmark = pytest.mark.oracle
 

@@ -24,19 +24,11 @@ from confluent_kafka.admin import AdminClient
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from dataplane.protocol.codec import build
-from dataplane.protocol.record_batch import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-    TIMESTAMP_TYPE_BIT,
-    Record,
-    encode_batch,
-)
 from tests.conftest import unique
 from tests.support.raw_client import RawClient
+from wire.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY
+from wire.framing import build
+from wire.record_batch import CODEC_NONE, CODEC_ZSTD, TIMESTAMP_TYPE_BIT, Record, encode_batch
 
 pytestmark = pytest.mark.oracle
 

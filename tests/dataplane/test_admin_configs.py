@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS
-from dataplane.errors import InvalidConfig, InvalidRequest, InvalidTopic
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import AlterOp
+from wire.errors import InvalidConfig, InvalidRequest, InvalidTopic
 
 
 @pytest.mark.parametrize(

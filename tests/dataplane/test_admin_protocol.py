@@ -16,8 +16,6 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from dataplane.protocol.codec import build, kio_versions
-from dataplane.protocol.record_batch import encode_batch
 from tests.conftest import BrokerProcess, unique
 from tests.support.raw_client import RawClient
 from tests.support.records import (
@@ -26,6 +24,8 @@ from tests.support.records import (
     partition_response,
     produce_request,
 )
+from wire.framing import build, kio_versions
+from wire.record_batch import encode_batch
 
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, CREATE_PARTITIONS = 32, 33, 37

@@ -12,7 +12,6 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from dataplane.protocol.record_batch import encode_batch
 from tests.conftest import BrokerProcess, unique
 from tests.support.raw_client import RawClient
 from tests.support.records import (
@@ -21,6 +20,7 @@ from tests.support.records import (
     partition_response,
     produce_request,
 )
+from wire.record_batch import encode_batch
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from dataplane.protocol.record_batch import encode_batch
 from tests.conftest import BrokerProcess, unique
+from wire.record_batch import encode_batch
 
 PARTITIONS = 3
 SETTINGS = {

@@ -17,7 +17,11 @@ import pytest
 
 from dataplane.broker import Broker
 from dataplane.config import BrokerConfig
-from dataplane.errors import (
+from dataplane.groups.coordinator import GroupCoordinator, OffsetCommitEntry
+from dataplane.groups.group import GroupState, JoinResult, SyncResult
+from dataplane.groups.membership import JoinRequest, SyncRequest
+from dataplane.groups.storage import OFFSETS_TOPIC
+from wire.errors import (
     FencedInstanceId,
     GroupIdNotFound,
     GroupMaxSizeReached,
@@ -29,10 +33,6 @@ from dataplane.errors import (
     RebalanceInProgress,
     UnknownMemberId,
 )
-from dataplane.groups.coordinator import GroupCoordinator, OffsetCommitEntry
-from dataplane.groups.group import GroupState, JoinResult, SyncResult
-from dataplane.groups.membership import JoinRequest, SyncRequest
-from dataplane.groups.storage import OFFSETS_TOPIC
 
 WAIT = 10.0
 

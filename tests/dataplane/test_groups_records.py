@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dataplane.errors import CorruptRecord
 from dataplane.groups.records import (
     GroupKey,
     GroupValue,
@@ -24,6 +23,7 @@ from dataplane.groups.records import (
     encode_offset_value,
 )
 from dataplane.groups.storage import java_string_hash, kafka_answer_order, partition_for
+from wire.errors import CorruptRecord
 
 
 def test_offset_key_golden_bytes() -> None:

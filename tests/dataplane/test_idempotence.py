@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from dataplane.protocol.record_batch import encode_batch, iter_headers
 from tests.conftest import BrokerProcess, unique
 from tests.support.raw_client import RawClient
 from tests.support.records import fetch_request, partition_response, produce_request
+from wire.record_batch import encode_batch, iter_headers
 
 
 @pytest.fixture(scope="module")

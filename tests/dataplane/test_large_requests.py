@@ -7,11 +7,11 @@ from collections.abc import Iterator
 import pytest
 from kio.schema.errors import ErrorCode
 
-from dataplane.protocol.record_batch import decode_records, encode_batch
 from dataplane.server import READ_BUFFER
 from tests.conftest import BrokerProcess, unique
 from tests.support.raw_client import RawClient
 from tests.support.records import fetch_request, partition_response, produce_request
+from wire.record_batch import decode_records, encode_batch
 
 
 @pytest.fixture(scope="module")

@@ -15,17 +15,9 @@ from dataplane.log import cleaner as cleaner_module
 from dataplane.log.cleaner import LogCleaner, plan_cleaning
 from dataplane.log.partition_log import PartitionLog
 from dataplane.log.segment import Segment
-from dataplane.protocol.record_batch import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-    Record,
-    decode_records,
-    iter_headers,
-)
 from tests.dataplane.test_log_partition import open_log, produce, read_all
+from wire.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY
+from wire.record_batch import CODEC_NONE, CODEC_ZSTD, Record, decode_records, iter_headers
 
 NOW = 50_000_000
 RETENTION = 1_000  # delete.retention.ms in these tests

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from dataplane.config import BrokerConfig
-from dataplane.errors import InvalidRecord, OffsetOutOfRange, OutOfOrderSequence
-from dataplane.log.partition_log import LOG_START_FILE, PartitionLog
+from dataplane.log.loader import LOG_START_FILE
+from dataplane.log.partition_log import PartitionLog
 from dataplane.log.segment import Segment, segment_name
-from dataplane.protocol.record_batch import (
-    CODEC_GZIP,
+from dataplane.replication.partition import Partition
+from wire.compression import CODEC_GZIP
+from wire.errors import InvalidRecord, OffsetOutOfRange, OutOfOrderSequence
+from wire.record_batch import (
     CODEC_ZSTD,
     Record,
     decode_records,
@@ -415,7 +417,7 @@ def test_overlapping_segment_is_moved_aside(tmp_path: Path) -> None:
 async def test_roll_seals_off_the_loop_and_flush_covers_unsealed(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=500)
     fill(plog, 30)
-    assert plog._seals or all(s.sealed for s in plog.segments[:-1])
+    assert plog._local._seals or all(s.sealed for s in plog.segments[:-1])
     fds = plog.sync_fds()
     assert plog.active.fd in fds
     await plog.settle()
@@ -427,11 +429,12 @@ async def test_roll_seals_off_the_loop_and_flush_covers_unsealed(tmp_path: Path)
 
 async def test_long_poll_waiters_do_not_accumulate(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
+    part = Partition(plog, 0)  # owns the long-polling fetches (the log's on_change hook)
     for _ in range(1_000):
-        future = plog.new_data_future()
+        future = part.new_data_future()
         future.cancel()
-    assert len(plog._waiters) <= 64
-    waiter = asyncio.ensure_future(plog.wait_for_data(5))
+    assert len(part.fetch_waiters) <= 64
+    waiter = asyncio.ensure_future(part.wait_for_data(5))
     await asyncio.sleep(0)
     produce(plog, [(b"k", b"v")])
     await asyncio.wait_for(waiter, 5)

@@ -12,23 +12,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dataplane.errors import (
-    CorruptRecord,
-    LogCleaningInProgress,
-    OffsetMismatch,
-    OffsetOutOfRange,
-    OutOfOrderSequence,
-)
 from dataplane.log.leader_epochs import (
     CHECKPOINT_FILE,
     EpochEntry,
     LeaderEpochCache,
     parse_checkpoint,
 )
-from dataplane.log.partition_log import HIGH_WATERMARK_FILE, PartitionLog
+from dataplane.log.loader import HIGH_WATERMARK_FILE
+from dataplane.log.partition_log import PartitionLog
 from dataplane.log.segment import Segment
-from dataplane.protocol.record_batch import encode_batch, iter_headers
+from dataplane.replication.partition import Partition
 from tests.dataplane.test_log_partition import config_view, fill, produce, read_all
+from wire.errors import (
+    CorruptRecord,
+    LogCleaningInProgress,
+    OffsetMismatch,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+)
+from wire.record_batch import encode_batch, iter_headers
 
 UNDEFINED = (-1, -1)
 
@@ -453,7 +455,8 @@ def test_a_seal_started_before_a_truncation_writes_no_stale_snapshot(tmp_path: P
     rolled = plog.segments[-2]
     generation = plog._truncations
     plog.truncate_to(rolled.base_offset + 1)
-    plog._seal(rolled, 20, plog.producers.snapshot(), generation)
+    snapshot = plog.producers.snapshot()
+    plog._local.seal(rolled, lambda: plog._write_roll_snapshot(20, snapshot, generation))
     assert not (tmp_path / "t-0" / "00000000000000000020.snapshot").exists()
     assert not rolled.sealed  # it is the active segment again
 
@@ -590,18 +593,19 @@ async def test_advancing_the_high_watermark_wakes_long_polls(tmp_path: Path) -> 
     plog = open_named(tmp_path)
     plog.auto_high_watermark = False
     fill(plog, 3)
-    waiter = plog.new_data_future()
+    part = Partition(plog, 0)  # owns the long-polling fetches (the log's on_change hook)
+    waiter = part.new_data_future()
     fill(plog, 1)  # an append wakes the waiter too (as before)
     assert waiter.done()
-    waiter = plog.new_data_future()
+    waiter = part.new_data_future()
     plog.advance_high_watermark(0)
     assert not waiter.done()  # nothing moved
-    task = asyncio.ensure_future(plog.wait_for_data(30))
+    task = asyncio.ensure_future(part.wait_for_data(30))
     await asyncio.sleep(0)
     plog.advance_high_watermark(4)
     assert waiter.done()
     await task
-    waiter = plog.new_data_future()
+    waiter = part.new_data_future()
     plog.set_high_watermark(4)
     assert not waiter.done()
 

@@ -14,8 +14,8 @@ from kio.serial import entity_writer
 from kio.static.constants import EntityType
 
 from dataplane.handlers import SUPPORTED_VERSIONS
-from dataplane.protocol.codec import build
-from dataplane.protocol.produce_response import TopicResult, encode_success
+from wire.framing import build
+from wire.produce_response import TopicResult, encode_success
 
 TOPICS: list[TopicResult] = [
     ("orders", uuid.UUID(int=0xABCDEF), [(0, 42, -1, 0), (3, 7, -1, 5)]),

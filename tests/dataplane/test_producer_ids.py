@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from dataplane.cluster.producer_ids import ProducerIdManager
-from dataplane.errors import CoordinatorLoadInProgress, NotController
+from wire.errors import CoordinatorLoadInProgress, NotController
 
 
 class Blocks:

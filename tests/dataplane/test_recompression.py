@@ -1,6 +1,6 @@
 """Topic ``compression.type`` (recompression) and per-record produce errors (KIP-467).
 
-Pure-function tests of ``record_batch.compress`` / ``validate_records``, the log append
+Pure-function tests of ``wire.compression.compress`` / ``validate_records``, the log append
 path that calls them, and a broker process that real clients (confluent-kafka,
 kafka-python, Kafka's Java client) write to and read from in every pair of client codec
 and topic compression.type; the stored batches are fetched raw to check their codec.
@@ -23,17 +23,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from dataplane import config as config_module
 from dataplane.config import BrokerConfig
-from dataplane.errors import MessageTooLarge
 from dataplane.log.partition_log import PartitionLog
-from dataplane.protocol import record_batch
-from dataplane.protocol.record_batch import (
-    CODEC_GZIP,
-    CODEC_LZ4,
+from tests.conftest import BrokerProcess, unique
+from tests.support.java_client import java_available, run_java_client
+from tests.support.raw_client import RawClient
+from tests.support.records import fetch_request
+from wire import record_batch
+from wire.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, COMPRESSION_TYPES, TARGET_CODECS
+from wire.errors import MessageTooLarge
+from wire.record_batch import (
     CODEC_NONE,
-    CODEC_SNAPPY,
     CODEC_ZSTD,
-    COMPRESSION_TYPES,
-    TARGET_CODECS,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     InvalidRecords,
@@ -48,10 +48,6 @@ from dataplane.protocol.record_batch import (
     validate_batches,
     validate_records,
 )
-from tests.conftest import BrokerProcess, unique
-from tests.support.java_client import java_available, run_java_client
-from tests.support.raw_client import RawClient
-from tests.support.records import fetch_request
 
 CODECS = [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD]
 NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4"}

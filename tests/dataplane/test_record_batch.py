@@ -8,17 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.errors import (
+from wire.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY
+from wire.errors import (
     CorruptRecord,
     InvalidRecord,
     UnsupportedCompression,
     UnsupportedMessageFormat,
 )
-from dataplane.protocol.record_batch import (
-    CODEC_GZIP,
-    CODEC_LZ4,
+from wire.record_batch import (
     CODEC_NONE,
-    CODEC_SNAPPY,
     CODEC_ZSTD,
     CONTROL_BIT,
     DELETE_HORIZON_BIT,

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from dataplane.protocol.record_batch import (
-    CODEC_GZIP,
-    CODEC_LZ4,
+from spark.records import Columns, CorruptSegment, arrow_schema, decode_into, iter_batches
+from wire.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY
+from wire.record_batch import (
     CODEC_NONE,
-    CODEC_SNAPPY,
     CODEC_ZSTD,
     CONTROL_BIT,
     TIMESTAMP_TYPE_BIT,
     Record,
     encode_batch,
 )
-from spark.records import Columns, CorruptSegment, arrow_schema, decode_into, iter_batches
 
 
 def rows(batches: list[bytes], start: int = 0, end: int = 1 << 62, headers: bool = True) -> dict:

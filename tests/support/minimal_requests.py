@@ -78,8 +78,8 @@ from kio.serial._introspect import (
 )
 from kio.static.constants import uuid_zero
 
-from dataplane.protocol.record_batch import encode_batch
 from tests.support.raw_client import RawClient
+from wire.record_batch import encode_batch
 
 SUBSCRIPTION = b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"
 """A ConsumerProtocolSubscription v0 with no topics and null user data (JoinGroup metadata)."""

@@ -360,7 +360,7 @@ def test_a_corrupted_object_is_never_served(
     records; once the object is whole again the same consumer reads on."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    from dataplane.protocol.record_batch import parse_header
+    from wire.record_batch import parse_header
 
     topic = unique("tiered-corrupt")
     create_topic(broker, topic)

@@ -30,7 +30,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from dataplane.protocol import internal
+from wire import internal
 
 FRAME_PREFIX = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")

@@ -3,11 +3,21 @@
 - 32000 RemoteLogMetadata (broker -> controller, internal): a partition leader asks the
   controller to commit remote-tier metadata records (a segment's copy started / finished,
   its deletion, the log start offset) into the metadata log;
-- 32001 DescribeRemoteLog (``tiered.remote_log_api``): what the remote tier holds.
+- 32001 DescribeRemoteLog (any broker, for clients: the control plane's per-topic sizes
+  and orphan finder, Spark's planner): what the remote tier holds. Every broker answers
+  from its metadata image. The payloads are JSON documents, versioned by a ``"version"``
+  field, so that fields can be added without a new schema::
+
+    request:  {"version": 1, "topics": ["name", ...] | null}        (null: every topic)
+    response: {"version": 1, "cluster_id": str, "topics": {name: {"topic_id": str,
+               "partitions": {"0": {"log_start_offset": int,
+                                    "segments": [tiered RemoteSegment dict]}}}},
+               "pending_topic_deletions": [{"topic": str, "topic_id": str}]}
 
 Neither is announced in ApiVersions. Their schemas follow kio's conventions and name their
 response class in ``__response_schema__``; the codec and the clients look them up here
-before asking kio.
+before asking kio. No ``from __future__ import annotations`` here: kio reads the field
+types at run time.
 """
 
 from dataclasses import dataclass, field
@@ -19,13 +29,35 @@ from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
-from tiered.remote_log_api import (
-    DESCRIBE_REMOTE_LOG_KEY,
-    DescribeRemoteLogRequest,
-    DescribeRemoteLogResponse,
-)
-
 REMOTE_LOG_METADATA_KEY = 32000
+DESCRIBE_REMOTE_LOG_KEY = 32001
+PAYLOAD_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeRemoteLogResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(DESCRIBE_REMOTE_LOG_KEY)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    payload: bytes = field(metadata={"kafka_type": "bytes"})
+    """The JSON document above."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeRemoteLogRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(DESCRIBE_REMOTE_LOG_KEY)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    __response_schema__: ClassVar[type] = DescribeRemoteLogResponse
+    payload: bytes = field(metadata={"kafka_type": "bytes"})
+    """The JSON request document above."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

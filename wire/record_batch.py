@@ -38,14 +38,7 @@ key check of compacted topics, timestamp bounds a header cannot decide, internal
 tests); a topic whose compression.type names another codec gets the records block
 decompressed and compressed again, the records themselves untouched.
 
-Compressed records blocks, as Kafka's Java clients and broker write them::
-
-    gzip    one gzip member (RFC 1952)
-    snappy  xerial framing: "\x82SNAPPY\x00", int32 version 1, int32 compatible 1, then
-            [int32 length | raw snappy block of at most 32 KiB]...; raw snappy is read too
-    lz4     one LZ4 frame of independent 64 KiB blocks (Kafka's reader refuses linked
-            blocks)
-    zstd    one zstd frame
+Codecs (compress / decompress) are in ``wire.compression``.
 
 Error codes follow Kafka 4's LogValidator: a bad CRC or truncated data is CORRUPT_MESSAGE
 (retriable: the bytes were damaged in transit); a well-formed batch that breaks a rule
@@ -58,14 +51,18 @@ INVALID_TIMESTAMP and name each offending record by its index (KIP-467 record er
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-import cramjam
 import crc32c
 
-from dataplane.errors import (
+from wire.compression import (
+    CODEC_NONE,
+    CODEC_ZSTD,
+    compress,
+    decompress,
+)
+from wire.errors import (
     CorruptRecord,
     InvalidRecord,
     InvalidRecords,
@@ -86,8 +83,6 @@ TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 
-CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
-CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -289,7 +284,7 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     shift = 0
     raw = 0
     while True:
@@ -312,156 +307,126 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(raw)
 
 
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def _snappy_decompress(data: bytes) -> bytes:
-    if data[:8] != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out = bytearray()
-    pos = 16  # magic, version, compatible version
-    while pos < len(data):
-        (length,) = _I32.unpack_from(data, pos)
-        pos += 4
-        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + length]))
-        pos += length
-    return bytes(out)
-
-
-def decompress(codec: int, data: bytes) -> bytes:
-    """The records block of a batch, decompressed."""
-    try:
-        if codec == CODEC_NONE:
-            return data
-        if codec == CODEC_GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == CODEC_SNAPPY:
-            return _snappy_decompress(data)
-        if codec == CODEC_LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == CODEC_ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except Exception as exc:  # the codec libraries raise their own error types
-        raise CorruptRecord(f"cannot decompress {CODEC_NAMES[codec]} batch: {exc}") from exc
-    raise UnsupportedCompression(f"unknown compression codec {codec}")
-
-
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-"""Values of the topic and broker config ``compression.type``, in Kafka's order."""
-TARGET_CODECS = {
-    "uncompressed": CODEC_NONE,
-    "gzip": CODEC_GZIP,
-    "snappy": CODEC_SNAPPY,
-    "lz4": CODEC_LZ4,
-    "zstd": CODEC_ZSTD,
-}
-"""The codec a topic's ``compression.type`` stores batches in ("producer": as sent)."""
-LEVEL_KEYS = {
-    CODEC_GZIP: "compression.gzip.level",
-    CODEC_LZ4: "compression.lz4.level",
-    CODEC_ZSTD: "compression.zstd.level",
-}
-_LZ4_DEFAULT = 9  # at its default level Kafka uses lz4's fast compressor, else lz4 HC
-_ZSTD_DEFAULT = 3
-_SNAPPY_BLOCK = 32 * 1024  # snappy-java's SnappyOutputStream block size
-_XERIAL_HEADER = _XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"
-
-
-def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
-    """A records block compressed as Kafka writes it (framing in the module docstring).
-
-    ``level`` is the topic's compression.<codec>.level (None: Kafka's default).
-    """
-    if codec == CODEC_NONE:
-        return bytes(data)
-    if codec == CODEC_GZIP:  # zlib: ~1.5x cramjam's gzip speed at level 6
-        gzip = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)
-        return gzip.compress(data) + gzip.flush()
-    if codec == CODEC_SNAPPY:
-        out = bytearray(_XERIAL_HEADER)
-        view = memoryview(data)
-        for start in range(0, len(view), _SNAPPY_BLOCK):
-            block = cramjam.snappy.compress_raw(view[start : start + _SNAPPY_BLOCK])
-            out += _I32.pack(len(block))
-            out += block
-        return bytes(out)
-    if codec == CODEC_LZ4:
-        lz4 = cramjam.lz4.Compressor(
-            level=0 if level in (None, _LZ4_DEFAULT) else level,  # 0: lz4's fast compressor
-            content_checksum=False,
-            block_linked=False,
-        )
-        lz4.compress(bytes(data))
-        return bytes(lz4.finish())
-    if codec == CODEC_ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=_ZSTD_DEFAULT if level is None else level))
-    raise UnsupportedCompression(f"unknown compression codec {codec}")
-
-
 def _records_body(batch: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
     if len(batch) < header.size:
         raise CorruptRecord(f"record batch is truncated: {len(batch)} of {header.size} bytes")
     return decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
 
 
-def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
-    """Decode every record of one whole batch (header included).
+Emit = Callable[
+    [bytes | None, bytes | None, int, int, int, list[tuple[str, bytes | None]] | None], None
+]
+"""``emit(key, value, offset, timestamp, timestamp_type, headers)``: one record."""
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
 
-    Raises CorruptRecord when a field runs past its record or the block, or when bytes
-    are left over after ``recordCount`` records.
+
+def walk_records(
+    body: bytes,
+    header: BatchHeader,
+    emit: Emit,
+    *,
+    start: int = 0,
+    end: int = 2**63 - 1,
+    with_headers: bool = True,
+) -> int:
+    """Walk the decompressed records block ``body`` of a batch with ``header`` and call
+    ``emit`` for each record whose offset is in ``[start, end)``; returns how many.
+
+    Timestamps are absolute (LogAppendTime batches give every record the batch's
+    maxTimestamp); ``headers`` is None when the record has none or ``with_headers`` is
+    false. Raises CorruptRecord when a field runs past its record or the block, when a
+    record's fields do not fill its length, or when bytes are left over after
+    ``recordCount`` records.
     """
-    header = parse_header(batch, 0)
-    body = _records_body(batch, header)
+    base_offset = header.base_offset
+    if header.log_append_time:
+        ts_type, fixed_ts = LOG_APPEND_TIME, header.max_timestamp
+    else:
+        ts_type, fixed_ts = CREATE_TIME, -1
+    base_ts = header.base_timestamp
     size = len(body)
-    records: list[Record] = []
     pos = 0
+    emitted = 0
     try:
         for _ in range(header.record_count):
-            length, pos = _read_varint(body, pos)
-            end = pos + length
-            if length <= 0 or end > size:
+            length, pos = read_varint(body, pos)
+            record_end = pos + length
+            if length <= 0 or record_end > size:
                 raise CorruptRecord(f"record length {length} runs past its batch")
             pos += 1  # record attributes, unused
-            ts_delta, pos = _read_varint(body, pos)
-            offset_delta, pos = _read_varint(body, pos)
-            key_len, pos = _read_varint(body, pos)
+            ts_delta, pos = read_varint(body, pos)
+            offset_delta, pos = read_varint(body, pos)
+            offset = base_offset + offset_delta
+            if offset < start or offset >= end:
+                pos = record_end
+                continue
+            key_len, pos = read_varint(body, pos)
             key = None
             if key_len >= 0:
                 key = body[pos : pos + key_len]
                 pos += key_len
-            value_len, pos = _read_varint(body, pos)
+            value_len, pos = read_varint(body, pos)
             value = None
             if value_len >= 0:
                 value = body[pos : pos + value_len]
                 pos += value_len
-            header_count, pos = _read_varint(body, pos)
-            if header_count < 0 or header_count > length:
-                raise CorruptRecord(f"invalid header count {header_count}")
-            headers = []
-            for _ in range(header_count):
-                hk_len, pos = _read_varint(body, pos)
-                if hk_len < 0:
-                    raise CorruptRecord("record header with a null key")
-                hk = body[pos : pos + hk_len].decode("utf-8", "replace")
-                pos += hk_len
-                hv_len, pos = _read_varint(body, pos)
-                hv = None
-                if hv_len >= 0:
-                    hv = body[pos : pos + hv_len]
-                    pos += hv_len
-                headers.append((hk, hv))
-            if pos != end:
+            count, pos = read_varint(body, pos)
+            if count < 0 or count > length:
+                raise CorruptRecord(f"invalid header count {count}")
+            headers: list[tuple[str, bytes | None]] | None = None
+            if count and with_headers:
+                headers = []
+                for _ in range(count):
+                    hk_len, pos = read_varint(body, pos)
+                    if hk_len < 0:
+                        raise CorruptRecord("record header with a null key")
+                    hk = body[pos : pos + hk_len].decode("utf-8", "replace")
+                    pos += hk_len
+                    hv_len, pos = read_varint(body, pos)
+                    hv = None
+                    if hv_len >= 0:
+                        hv = body[pos : pos + hv_len]
+                        pos += hv_len
+                    headers.append((hk, hv))
+                if pos != record_end:
+                    raise CorruptRecord("record length does not match its fields")
+            elif count == 0 and pos != record_end:
                 raise CorruptRecord("record length does not match its fields")
-            timestamp = (
-                header.max_timestamp if header.log_append_time else header.base_timestamp + ts_delta
+            pos = record_end
+            emit(
+                key,
+                value,
+                offset,
+                fixed_ts if fixed_ts >= 0 else base_ts + ts_delta,
+                ts_type,
+                headers,
             )
-            records.append(
-                Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
-            )
+            emitted += 1
     except IndexError as exc:
-        raise CorruptRecord("truncated record inside batch") from exc
+        raise CorruptRecord(f"truncated record in batch at offset {base_offset}") from exc
     if pos != size:
         raise CorruptRecord(f"{size - pos} bytes left over after {header.record_count} records")
+    return emitted
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
+    """Decode every record of one whole batch (header included); CorruptRecord as
+    :func:`walk_records`."""
+    header = parse_header(batch, 0)
+    records: list[Record] = []
+
+    def collect(
+        key: bytes | None,
+        value: bytes | None,
+        offset: int,
+        timestamp: int,
+        _ts_type: int,
+        headers: list[tuple[str, bytes | None]] | None,
+    ) -> None:
+        records.append(Record(offset, timestamp, key, value, tuple(headers or ())))
+
+    walk_records(_records_body(batch, header), header, collect)
     return records
 
 
@@ -474,14 +439,14 @@ def _scan(body: bytes | memoryview, count: int) -> list[tuple[int, int, int, int
     pos = 0
     try:
         for _ in range(count):
-            length, pos = _read_varint(body, pos)
+            length, pos = read_varint(body, pos)
             end = pos + length
             if length <= 0 or end > size:
                 raise CorruptRecord(f"record length {length} runs past its batch")
-            ts_delta, at = _read_varint(body, pos + 1)  # after the attributes byte
-            offset_delta, at = _read_varint(body, at)
-            key_len, at = _read_varint(body, at)
-            value_len, _ = _read_varint(body, at + max(key_len, 0))
+            ts_delta, at = read_varint(body, pos + 1)  # after the attributes byte
+            offset_delta, at = read_varint(body, at)
+            key_len, at = read_varint(body, at)
+            value_len, _ = read_varint(body, at + max(key_len, 0))
             out.append((ts_delta, offset_delta, key_len, value_len))
             pos = end
     except IndexError as exc:

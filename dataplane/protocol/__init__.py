@@ -1,1 +1,0 @@
-"""Bytes <-> typed values: Kafka framing, request/response codecs, record batches."""

@@ -1,0 +1,1 @@
+"""Sluice's sans-io wire and file formats: see README.md."""
