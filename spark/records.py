@@ -25,12 +25,12 @@ import crc32c
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from wire.compression import decompress
 from wire.errors import BrokerError
 from wire.record_batch import (
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    decompress,
     parse_header,
     walk_records,
 )
