@@ -1,0 +1,182 @@
+"""The house rules, checked mechanically over the source tree (no process is started).
+
+- No import cycle between first-party modules, counting imports inside functions and
+  under ``TYPE_CHECKING`` (a type-only dependency is still a dependency).
+- ``wire`` imports nothing of Sluice; ``dataplane`` never imports the control plane or a
+  client; the clients (``cli``, ``spark``, ``terraform``) use public APIs only: the wire
+  package, the generated API stubs, the control plane's client module and ``tiered``'s
+  object-store layer.
+- No product module over 800 lines; a README in every package.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PRODUCT = [
+    "wire",
+    "dataplane",
+    "controlplane",
+    "tiered",
+    "transforms",
+    "spark",
+    "pyspark_sluice",
+    "cli",
+    "terraform",
+    "proto",
+]
+MAX_LINES = 800
+CLIENT_MAY_IMPORT = {
+    "cli": ("cli", "wire", "proto", "controlplane.client"),
+    "spark": ("spark", "wire", "proto", "controlplane.client", "tiered", "pyspark_sluice"),
+    "pyspark_sluice": ("spark", "pyspark_sluice"),
+    "terraform": ("terraform", "wire", "proto", "controlplane.client"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PRODUCT:
+        for path in (REPO / package).rglob("*.py"):
+            if "_pb2" in path.name:
+                continue
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str, path: Path) -> Iterator[str]:
+    """Every first-party module ``module`` imports, wherever the import statement is."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names] or [base]
+        else:
+            continue
+        for target in targets:
+            resolved = _resolve(target)
+            if resolved is not None and resolved != module:
+                yield resolved
+
+
+GRAPH = {m: set(_imports(m, p)) for m, p in MODULES.items()}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles() == []
+
+
+def _top(module: str) -> str:
+    return module.split(".", maxsplit=1)[0]
+
+
+def test_wire_imports_nothing_of_sluice() -> None:
+    bad = {m: sorted(GRAPH[m]) for m in GRAPH if _top(m) == "wire" and GRAPH[m] - set(MODULES)}
+    outside = {
+        m: sorted(t for t in GRAPH[m] if _top(t) != "wire") for m in GRAPH if _top(m) == "wire"
+    }
+    assert not bad
+    assert not {m: t for m, t in outside.items() if t}
+
+
+def test_dataplane_does_not_import_controlplane_or_clients() -> None:
+    forbidden = {"controlplane", "cli", "spark", "terraform", "pyspark_sluice"}
+    bad = {
+        m: sorted(t for t in GRAPH[m] if _top(t) in forbidden)
+        for m in GRAPH
+        if _top(m) == "dataplane"
+    }
+    assert not {m: t for m, t in bad.items() if t}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENT_MAY_IMPORT))
+def test_clients_use_public_apis_only(client: str) -> None:
+    allowed = CLIENT_MAY_IMPORT[client]
+    bad = {
+        m: sorted(t for t in GRAPH[m] if not any(t == a or t.startswith(a + ".") for a in allowed))
+        for m in GRAPH
+        if _top(m) == client
+    }
+    assert not {m: t for m, t in bad.items() if t}
+
+
+def test_no_product_module_over_800_lines() -> None:
+    long = {
+        str(path.relative_to(REPO)): n
+        for path in MODULES.values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long
+
+
+def test_every_package_has_a_readme() -> None:
+    packages = {
+        p.parent
+        for p in MODULES.values()
+        if p.name == "__init__.py"
+        and p.parent.parent != REPO / "proto"  # generated stubs
+        and p.parent.parent.parent != REPO / "proto"
+    }
+    packages |= {REPO / name for name in PRODUCT}
+    packages |= {REPO / "tests", REPO / "bench"}
+    missing = sorted(str(p.relative_to(REPO)) for p in packages if not (p / "README.md").exists())
+    assert not missing
