@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable
 
 import click
-import grpc
 
-from cli.client import Api, Env, explain
+from cli.client import Api, ApiError, Env, explain
 from cli.output import (
     CliError,
     cluster_json,
@@ -25,6 +24,7 @@ from cli.output import (
     running,
 )
 from proto.sluice.v1 import clusters_pb2 as pb
+from proto.sluice.v1 import errors_pb2 as epb
 
 POLL_INTERVAL = 0.2
 
@@ -69,14 +69,12 @@ def wait_for(
     last = None
     while True:
         try:
-            cluster = api.clusters.GetCluster(
-                pb.GetClusterRequest(name=name), metadata=api.metadata, timeout=10
-            )
-        except grpc.RpcError as exc:
-            if gone_is_done and exc.code() == grpc.StatusCode.NOT_FOUND:
+            cluster = api.try_call(api.clusters.GetCluster, pb.GetClusterRequest(name=name), 10)
+        except ApiError as exc:
+            if gone_is_done and exc.reason == epb.CLUSTER_NOT_FOUND:
                 progress(f"[{time.monotonic() - started:5.1f}s] {name}: deleted")
                 return None
-            raise explain(exc, api.env, api.endpoint) from None
+            raise explain(exc, api.env) from None
         state = cluster_state(cluster)
         line = f"{state} {running(cluster)}/{cluster.broker_count} brokers running"
         if cluster.state_message:
@@ -246,12 +244,10 @@ def delete_cluster(env: Env, *, name: str, wait: bool, timeout: float) -> None:
     """Stop a cluster's brokers and remove their data. Deleting a missing cluster is a no-op."""
     api = Api(env)
     try:
-        api.clusters.DeleteCluster(
-            pb.DeleteClusterRequest(name=name), metadata=api.metadata, timeout=30
-        )
-    except grpc.RpcError as exc:
-        if exc.code() != grpc.StatusCode.NOT_FOUND:
-            raise explain(exc, api.env, api.endpoint) from None
+        api.try_call(api.clusters.DeleteCluster, pb.DeleteClusterRequest(name=name), 30)
+    except ApiError as exc:
+        if exc.reason != epb.CLUSTER_NOT_FOUND:
+            raise explain(exc, api.env) from None
         progress(f"cluster {name!r} does not exist; nothing to delete")
         return
     if wait:

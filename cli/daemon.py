@@ -5,6 +5,13 @@
 The control plane writes ``$SLUICE_HOME/controlplane.pid`` and ``$SLUICE_HOME/endpoint``, and
 (without ``--s3-endpoint``) starts the embedded S3 server on ``$SLUICE_HOME/s3``, which ``down``
 stops with it.
+
+``down`` asks the control plane to stop (``ControlPlane.Shutdown``), which answers with the
+processes it stops (itself, the embedded S3 server, every broker), and waits for exactly
+those; what still runs after ``--timeout`` seconds is killed (SIGKILL, the last resort).
+Only when the control plane does not answer does ``down`` fall back to SIGTERM on the pid in
+``controlplane.pid`` and a ``/proc`` scan for brokers and the S3 server on this home's
+directories (``broker_pids``, ``embedded_s3_pids``: also what ``status`` reports then).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -25,13 +33,15 @@ import click
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cli.client import ENDPOINT_FILE, PID_FILE, TOKEN_FILE, Api, Env, home_dir
+from cli.client import ENDPOINT_FILE, PID_FILE, TOKEN_FILE, Api, ApiError, Env, home_dir
 from cli.output import CliError, emit_json, fields, output_option, progress, rfc3339, status_json
 from proto.sluice.v1 import controlplane_pb2
 
 DEFAULT_LISTEN = "127.0.0.1:50551"
 """Where `cloudctl up` puts the API when SLUICE_ENDPOINT is unset and the port is free."""
 REPO = Path(__file__).resolve().parent.parent
+KILL_WAIT = 5.0
+"""Seconds ``down`` waits for processes it had to SIGKILL."""
 
 home_option = click.option(
     "--home",
@@ -261,9 +271,135 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
+@dataclass(frozen=True)
+class Process:
+    """A process ``down`` waits for: its pid and start time (a pid reused is not it)."""
+
+    pid: int
+    started: int
+    """``starttime`` of ``/proc/PID/stat`` (clock ticks after boot)."""
+    label: str
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of a live process; None when it is gone (or a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(")") + 2 :].split()  # fields 3.. ("pid (comm) S ...")
+    if len(rest) < 20 or rest[0] in ("Z", "X"):
+        return None
+    return int(rest[19])  # field 22
+
+
+def _running(process: Process) -> bool:
+    return start_time(process.pid) == process.started
+
+
+def _names_home(pid: int, home: Path) -> bool:
+    """Whether the command line of ``pid`` names ``home`` or a path below it."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return False
+    roots = {str(home), str(home.resolve())}
+    return any(
+        a.decode(errors="replace") == root or a.decode(errors="replace").startswith(root + "/")
+        for a in args
+        for root in roots
+    )
+
+
+def _label(process: controlplane_pb2.ManagedProcess) -> str:
+    if process.kind == controlplane_pb2.PROCESS_KIND_CONTROL_PLANE:
+        return f"the control plane (pid {process.pid})"
+    if process.kind == controlplane_pb2.PROCESS_KIND_EMBEDDED_S3:
+        return f"the embedded S3 server (pid {process.pid})"
+    if process.HasField("broker_id"):
+        return f"broker {process.broker_id} of {process.cluster} (pid {process.pid})"
+    return f"broker pid {process.pid}"
+
+
+def _shutdown(env: Env, pid: int) -> list[controlplane_pb2.ManagedProcess] | None:
+    """Ask the control plane ``pid`` to stop: the processes it stops, or None when it does
+    not answer (or is not that control plane)."""
+    try:
+        api = Api(env)
+    except CliError:
+        return None
+    try:
+        reply = api.try_call(api.status.Shutdown, controlplane_pb2.ShutdownRequest(pid=pid), 10)
+    except ApiError:
+        return None
+    finally:
+        api.close()
+    return list(reply.processes)
+
+
+def wait_for_exit(processes: list[Process], timeout: float) -> list[Process]:
+    """Wait until every process has exited; after ``timeout`` SIGKILL the ones left (exactly
+    these: pid and start time checked) and wait ``KILL_WAIT`` for them. Returns the killed."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in processes if _running(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if _running(p)]
+    alive = [p for p in alive if _running(p)]
+    for process in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + KILL_WAIT
+    while any(_running(p) for p in alive) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive
+
+
+def _stop_reported(
+    env: Env, pid: int, reported: list[controlplane_pb2.ManagedProcess], timeout: float
+) -> None:
+    """Wait for the processes the control plane reported stopping; SIGKILL after timeout."""
+    processes = []
+    for item in reported:
+        started = start_time(item.pid)
+        if started is not None and _names_home(item.pid, env.home):
+            processes.append(Process(item.pid, started, _label(item)))
+    kinds = [p.kind for p in reported]
+    brokers = kinds.count(controlplane_pb2.PROCESS_KIND_BROKER)
+    s3 = " and the embedded S3 server" if controlplane_pb2.PROCESS_KIND_EMBEDDED_S3 in kinds else ""
+    progress(f"stopping the control plane (pid {pid}), {brokers} broker(s){s3}")
+    killed = wait_for_exit(processes, timeout)
+    if killed:
+        what = ", ".join(p.label for p in killed)
+        progress(f"cloudctl: note: {what} did not stop in {timeout:.0f}s; killed")
+
+
+def _stop_found(env: Env, pid: int, timeout: float) -> None:
+    """The fallback when the control plane does not answer: SIGTERM its pid, then stop the
+    brokers and the embedded S3 server that a /proc scan finds on this home."""
+    progress(
+        "cloudctl: note: the control plane does not answer; stopping it by its pid and what "
+        f"runs on {env.home}"
+    )
+    brokers = len(broker_pids(env.home))
+    s3 = " and the embedded S3 server" if embedded_s3_pids(env.home) else ""
+    progress(f"stopping the control plane (pid {pid}), {brokers} broker(s){s3}")
+    killed = _stop_pids([pid], timeout)
+    leftovers = broker_pids(env.home) + embedded_s3_pids(env.home)
+    if leftovers:
+        _stop_pids(leftovers, 10)
+    if killed:
+        progress(f"cloudctl: note: the control plane did not stop in {timeout:.0f}s; killed it")
+
+
 @click.command()
 @home_option
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the stop.")
+@click.option(
+    "--timeout",
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for the stop; what still runs then is killed (SIGKILL).",
+)
 @click.pass_context
 def down(ctx: click.Context, home: str | None, timeout: float) -> None:
     """Stop the control plane and every broker of its clusters (clusters are kept)."""
@@ -281,15 +417,11 @@ def down(ctx: click.Context, home: str | None, timeout: float) -> None:
         else:
             click.echo(f"control plane is not running (home {env.home})")
         return
-    brokers = len(broker_pids(env.home))
-    s3 = " and the embedded S3 server" if embedded_s3_pids(env.home) else ""
-    progress(f"stopping the control plane (pid {pid}), {brokers} broker(s){s3}")
-    killed = _stop_pids([pid], timeout)
-    leftovers = broker_pids(env.home) + embedded_s3_pids(env.home)
-    if leftovers:
-        _stop_pids(leftovers, 10)
-    if killed:
-        progress(f"cloudctl: note: the control plane did not stop in {timeout:.0f}s; killed it")
+    reported = _shutdown(env, pid)
+    if reported is None:
+        _stop_found(env, pid, timeout)
+    else:
+        _stop_reported(env, pid, reported, timeout)
     with contextlib.suppress(FileNotFoundError):
         (env.home / ENDPOINT_FILE).unlink()
     click.echo("control plane stopped")

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
+from controlplane.client import broker_state_name, cluster_state_name
 from proto.sluice.v1 import clusters_pb2, controlplane_pb2, topics_pb2
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,11 +85,11 @@ def config_text(config: Mapping[str, str]) -> str:
 
 
 def cluster_state(cluster: clusters_pb2.Cluster) -> str:
-    return clusters_pb2.ClusterState.Name(cluster.state).removeprefix("CLUSTER_STATE_")
+    return cluster_state_name(cluster.state)
 
 
 def broker_state(broker: clusters_pb2.Broker) -> str:
-    return clusters_pb2.BrokerState.Name(broker.state).removeprefix("BROKER_STATE_")
+    return broker_state_name(broker.state)
 
 
 def object_store_json(cluster: clusters_pb2.Cluster) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """API auth: one bearer token per control plane, made by ``cloudctl up``.
 
 The token lives in ``$SLUICE_HOME/token`` (mode 0600). Every RPC except gRPC health checking
-must carry ``authorization: Bearer <token>``; a missing or wrong token gets UNAUTHENTICATED.
+must carry ``authorization: Bearer <token>``; a missing or wrong token gets UNAUTHENTICATED
+(ErrorInfo reason TOKEN_INVALID).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
+from controlplane.errors import Unauthenticated, rich_status
 
 TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/",)
@@ -70,11 +73,13 @@ MESSAGE = (
 
 
 def _deny(handler: Any) -> Any:
+    status = rich_status(Unauthenticated(MESSAGE))
+
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, MESSAGE)
+        await context.abort(status.code, status.details, status.trailing_metadata)
 
     async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, MESSAGE)
+        await context.abort(status.code, status.details, status.trailing_metadata)
         yield None  # pragma: no cover - abort raises
 
     kwargs = {

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 
 from controlplane.errors import InvalidBrokerCount, InvalidConfig, InvalidName
+from dataplane.config import BROKER_CONFIGS
+from wire.errors import InvalidConfig as BrokerInvalidConfig
 
 # As MSK: 1-64 characters, ASCII letters, digits and hyphens. The first character may not be a
 # hyphen (a name like "-x" would read as an option on every command line).
@@ -89,17 +91,18 @@ class Settings:
             spec = known.get(key)
             if spec is None:
                 raise InvalidConfig(
-                    f"unknown control-plane setting {key!r} (known: {', '.join(sorted(known))})"
+                    f"unknown control-plane setting {key!r} (known: {', '.join(sorted(known))})",
+                    key=key,
                 )
             if spec.type in (int, "int"):
                 try:
                     number = int(text)
                 except ValueError:
                     raise InvalidConfig(
-                        f"invalid value {text!r} for {key}: expected an integer"
+                        f"invalid value {text!r} for {key}: expected an integer", key=key
                     ) from None
                 if number < 1:
-                    raise InvalidConfig(f"invalid value {text!r} for {key}: must be >= 1")
+                    raise InvalidConfig(f"invalid value {text!r} for {key}: must be >= 1", key=key)
                 values[spec.name] = number
             else:
                 values[spec.name] = text
@@ -110,49 +113,51 @@ def validate_cluster_name(name: str) -> None:
     if not CLUSTER_NAME.match(name):
         raise InvalidName(
             f"invalid cluster name {name!r}: use 1-64 ASCII letters, digits and hyphens, "
-            "not starting with a hyphen"
+            "not starting with a hyphen",
+            cluster=name,
         )
 
 
-def validate_broker_count(count: int, settings: Settings) -> None:
+def validate_broker_count(count: int, settings: Settings, cluster: str = "") -> None:
     if not 1 <= count <= settings.cluster_max_brokers:
         raise InvalidBrokerCount(
             f"invalid broker count {count}: must be between 1 and "
-            f"{settings.cluster_max_brokers} (cluster.max.brokers)"
+            f"{settings.cluster_max_brokers} (cluster.max.brokers)",
+            cluster=cluster,
         )
 
 
-def validate_broker_config(config: Mapping[str, str]) -> dict[str, str]:
-    """Check broker settings against the broker's definitions; returns them normalised."""
-    from dataplane.config import BROKER_CONFIGS
-    from dataplane.errors import InvalidConfig as BrokerInvalidConfig
-
+def validate_broker_config(config: Mapping[str, str], cluster: str = "") -> dict[str, str]:
+    """Check broker settings against the broker's definitions; returns them normalised.
+    Errors name ``cluster`` (the cluster being created or changed) and the key."""
     out: dict[str, str] = {}
     for raw_key, value in config.items():
         key = raw_key.strip()
         definition = BROKER_CONFIGS.get(key)
         if definition is None:
-            raise InvalidConfig(f"unknown broker config {key!r}")
+            raise InvalidConfig(f"unknown broker config {key!r}", cluster=cluster, key=key)
         if key in MANAGED_BROKER_KEYS or definition.read_only:
             raise InvalidConfig(
-                f"broker config {key!r} is set by the control plane and cannot be changed"
+                f"broker config {key!r} is set by the control plane and cannot be changed",
+                cluster=cluster,
+                key=key,
             )
         try:
             parsed = definition.parse(value)
         except BrokerInvalidConfig as exc:
-            raise InvalidConfig(exc.message or f"invalid value {value!r} for {key}") from None
+            raise InvalidConfig(
+                exc.message or f"invalid value {value!r} for {key}", cluster=cluster, key=key
+            ) from None
         out[key] = definition.render(parsed)
     return out
 
 
-def validate_config_keys(keys: Iterable[str]) -> list[str]:
+def validate_config_keys(keys: Iterable[str], cluster: str = "") -> list[str]:
     """Check keys to reset (UpdateClusterConfig.remove)."""
-    from dataplane.config import BROKER_CONFIGS
-
     out = []
     for raw_key in keys:
         key = raw_key.strip()
         if key not in BROKER_CONFIGS:
-            raise InvalidConfig(f"unknown broker config {key!r}")
+            raise InvalidConfig(f"unknown broker config {key!r}", cluster=cluster, key=key)
         out.append(key)
     return out

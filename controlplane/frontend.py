@@ -23,6 +23,7 @@ from controlplane.config import (
 from controlplane.objectstore import bucket_name
 from controlplane.process import free_port
 from controlplane.reconciler import ClusterManager
+from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store, choose_voters
 
 
@@ -40,7 +41,7 @@ class ClusterFrontend:
     def get(self, name: str) -> ClusterRecord:
         cluster = self.store.get_cluster(name)
         if cluster is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found")
+            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
         return cluster
 
     def list_clusters(self) -> list[ClusterRecord]:
@@ -77,19 +78,19 @@ class ClusterFrontend:
     ) -> ClusterRecord:
         validate_cluster_name(name)
         count = self.settings.cluster_default_brokers if broker_count is None else broker_count
-        validate_broker_count(count, self.settings)
-        checked = validate_broker_config(config)
+        validate_broker_count(count, self.settings, name)
+        checked = validate_broker_config(config, name)
         existing = self.store.get_cluster(name)
         if existing is not None:
             raise errors.ClusterAlreadyExists(
-                f"cluster {name!r} already exists (state {existing.state})"
+                f"cluster {name!r} already exists (state {existing.state})", cluster=name
             )
         cluster_id = new_cluster_id()
         objects = self.manager.object_store
         cluster = ClusterRecord(
             name=name,
             cluster_id=cluster_id,
-            state=store.CREATING,
+            state=ClusterState.CREATING,
             broker_count=count,
             config=checked,
             operation=store.OP_CREATE,
@@ -104,19 +105,20 @@ class ClusterFrontend:
         return self.get(name)
 
     def _check_idle(self, cluster: ClusterRecord, what: str) -> None:
-        if cluster.state not in (store.ACTIVE, store.FAILED) or cluster.busy:
+        if cluster.state not in (ClusterState.ACTIVE, ClusterState.FAILED) or cluster.busy:
             doing = f" ({cluster.operation})" if cluster.operation else ""
             raise errors.OperationInProgress(
                 f"cannot {what}: cluster {cluster.name!r} is {cluster.state}{doing}; "
-                "retry when it is ACTIVE"
+                "retry when it is ACTIVE",
+                cluster=cluster.name,
             )
 
     def delete(self, name: str) -> ClusterRecord:
         cluster = self.get(name)
-        if cluster.state != store.DELETING:
+        if cluster.state != ClusterState.DELETING:
             cluster = self.store.update_cluster(
                 name,
-                state=store.DELETING,
+                state=ClusterState.DELETING,
                 operation=store.OP_DELETE,
                 state_message="stopping brokers",
             )
@@ -125,7 +127,7 @@ class ClusterFrontend:
 
     def update_broker_count(self, name: str, count: int) -> ClusterRecord:
         cluster = self.get(name)
-        validate_broker_count(count, self.settings)
+        validate_broker_count(count, self.settings, name)
         if count == cluster.broker_count:
             return cluster
         self._check_idle(cluster, "update the broker count")
@@ -136,7 +138,7 @@ class ClusterFrontend:
             name,
             new,
             broker_count=count,
-            state=store.UPDATING,
+            state=ClusterState.UPDATING,
             operation=store.OP_UPDATE_BROKER_COUNT,
             state_message=f"adding {len(new)} broker(s)",
         )
@@ -150,13 +152,14 @@ class ClusterFrontend:
             raise errors.ScaleInNotSupported(
                 f"cannot scale cluster {cluster.name!r} in to {count} broker(s): broker(s) "
                 f"{voters} are the voters of its metadata quorum and stay, so it can shrink to "
-                f"{cluster.min_broker_count} broker(s) at least"
+                f"{cluster.min_broker_count} broker(s) at least",
+                cluster=cluster.name,
             )
         ids = ", ".join(str(i) for i in range(count, cluster.broker_count))
         self.store.update_cluster(
             cluster.name,
             broker_count=count,
-            state=store.UPDATING,
+            state=ClusterState.UPDATING,
             operation=store.OP_UPDATE_BROKER_COUNT,
             state_message=f"scale-in to {count} broker(s): moving partitions off broker(s) {ids}",
         )
@@ -167,11 +170,14 @@ class ClusterFrontend:
         self, name: str, config: Mapping[str, str], remove: Sequence[str]
     ) -> ClusterRecord:
         cluster = self.get(name)
-        checked = validate_broker_config(config)
-        removed = validate_config_keys(remove)
+        checked = validate_broker_config(config, name)
+        removed = validate_config_keys(remove, name)
         both = set(checked) & set(removed)
         if both:
-            raise errors.InvalidConfig(f"broker config {sorted(both)[0]!r} is both set and removed")
+            key = sorted(both)[0]
+            raise errors.InvalidConfig(
+                f"broker config {key!r} is both set and removed", cluster=name, key=key
+            )
         wanted = {k: v for k, v in {**cluster.config, **checked}.items() if k not in removed}
         if wanted == cluster.config:
             return cluster
@@ -180,7 +186,7 @@ class ClusterFrontend:
             name,
             config=wanted,
             config_version=cluster.config_version + 1,
-            state=store.UPDATING,
+            state=ClusterState.UPDATING,
             operation=store.OP_UPDATE_CONFIG,
             state_message="rolling restart: starting",
         )

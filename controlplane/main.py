@@ -21,6 +21,7 @@ from pathlib import Path
 from controlplane.config import Settings
 from controlplane.errors import InvalidConfig
 from controlplane.server import AlreadyRunning, ControlPlane
+from dataplane.config import read_properties
 
 EXIT_ALREADY_RUNNING = 3
 
@@ -44,8 +45,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load_settings(home: Path, overrides: list[str]) -> Settings:
-    from dataplane.config import read_properties
-
     raw: dict[str, str] = {}
     path = home / "controlplane.properties"
     if path.exists():

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
 from controlplane.config import Settings
 from controlplane.process import BrokerProcess, free_port, is_zombie, port_free, read_cmdline
 from controlplane.store import Store
@@ -145,6 +147,8 @@ class ObjectStoreManager:
         self._health_failures = 0
         self._last_probe = 0.0
         self._probe_stores: dict[str, S3ObjectStore] = {}
+        self._halted = False
+        """Shutting down: no server is started any more (``stop`` follows)."""
 
     # ------------------------------------------------------------------ what it is
 
@@ -165,6 +169,19 @@ class ObjectStoreManager:
     @property
     def pid(self) -> int:
         return self.proc.pid if self.proc is not None and self.proc.alive() else 0
+
+    def pids(self) -> list[int]:
+        """The embedded server's process, running or being started; none for an external
+        store (``cloudctl down`` waits for these)."""
+        found = [self.proc.pid] if self.proc is not None and self.proc.alive() else []
+        starting = self._starting
+        if starting is not None and starting.proc is not None and starting.proc.poll() is None:
+            found.append(starting.proc.pid)
+        return found
+
+    def halt(self) -> None:
+        """Start no server from now on (a start in flight goes on; ``stop`` ends it)."""
+        self._halted = True
 
     def reserved_ports(self) -> set[int]:
         """Ports brokers must not be given (the embedded server's, even while it restarts)."""
@@ -312,7 +329,7 @@ class ObjectStoreManager:
             self._running.clear()
             self.restarts += 1
         if self.proc is None:
-            if time.monotonic() >= self._next_attempt:
+            if time.monotonic() >= self._next_attempt and not self._halted:
                 await self._spawn()
             return
         interval = self.settings.s3_health_interval_ms / 1000
@@ -399,8 +416,6 @@ class ObjectStoreManager:
         except ObjectStoreUnavailable as exc:
             return Probe(False, str(exc))
         except ObjectStoreError as exc:  # it answered, with an error (access denied...)
-            from botocore.exceptions import NoCredentialsError, PartialCredentialsError
-
             unsigned = isinstance(exc.__cause__, NoCredentialsError | PartialCredentialsError)
             return Probe(not unsigned, str(exc))
         return Probe(True)

@@ -51,19 +51,14 @@ from controlplane.process import (
     log_tail,
     port_free,
     runs_broker,
+    scan_brokers,
 )
+from controlplane.states import BrokerState, ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store, choose_voters
 from controlplane.topics import plan_reassignment
 from tiered.errors import ObjectStoreError
 
 log = logging.getLogger("sluice.controlplane.reconciler")
-
-# Broker states (as in the API's BrokerState).
-PENDING = "PENDING"
-STARTING = "STARTING"
-RUNNING = "RUNNING"
-STOPPING = "STOPPING"
-STOPPED = "STOPPED"
 
 # What a step tells the loop: the cluster is gone; step again at once (it moved something);
 # wait for a wake-up or the supervisor interval.
@@ -78,7 +73,7 @@ class BrokerRuntime:
 
     record: BrokerRecord
     proc: BrokerProcess | None = None
-    state: str = PENDING
+    state: BrokerState = BrokerState.PENDING
     failures: int = 0
     """Consecutive failed starts."""
     next_attempt: float = 0.0
@@ -157,7 +152,7 @@ class ClusterReconciler:
                 await asyncio.wait_for(self._wake.wait(), interval)
 
     def set_state(
-        self, cluster: ClusterRecord, state: str, message: str, **changes: object
+        self, cluster: ClusterRecord, state: ClusterState, message: str, **changes: object
     ) -> ClusterRecord:
         if cluster.state != state or cluster.state_message != message or changes:
             if cluster.state != state:
@@ -175,7 +170,7 @@ class ClusterReconciler:
         if cluster is None:
             await self.stop_all()
             return GONE
-        if cluster.state == store.DELETING:
+        if cluster.state == ClusterState.DELETING:
             await self.delete(cluster)
             return GONE
         cluster = self._ensure_bucket(cluster)
@@ -198,7 +193,7 @@ class ClusterReconciler:
                 )
                 rt.proc.kill()  # reaps a child
                 rt.proc = None
-                rt.state = STOPPED
+                rt.state = BrokerState.STOPPED
                 self.store.update_broker(self.name, rt.record.broker_id, pid=0)
             if rt.proc is None:
                 down.append(rt)
@@ -207,7 +202,7 @@ class ClusterReconciler:
             return AGAIN
 
         # 2. processes that run but do not answer yet (just started, or adopted)
-        starting = [rt for rt in runtimes if rt.state == STARTING]
+        starting = [rt for rt in runtimes if rt.state == BrokerState.STARTING]
         if starting:
             await self._await_ready(cluster, starting)
             return AGAIN
@@ -220,7 +215,7 @@ class ClusterReconciler:
 
         # 4. health of running brokers
         await self._health(runtimes)
-        if any(rt.state != RUNNING for rt in runtimes):
+        if any(rt.state != BrokerState.RUNNING for rt in runtimes):
             return AGAIN
 
         # 5. scale-in: move partitions off the brokers that go, then stop and forget them
@@ -228,10 +223,10 @@ class ClusterReconciler:
             return await self._scale_in(cluster, runtimes)
 
         # 6. everything answers: finish the operation
-        if cluster.state == store.FAILED and cluster.state_message == self._failure:
+        if cluster.state == ClusterState.FAILED and cluster.state_message == self._failure:
             return IDLE  # a failed scale-in stays visible until the next operation
-        if cluster.state != store.ACTIVE or cluster.operation:
-            self.set_state(cluster, store.ACTIVE, "", operation="")
+        if cluster.state != ClusterState.ACTIVE or cluster.operation:
+            self.set_state(cluster, ClusterState.ACTIVE, "", operation="")
         return IDLE
 
     def _sync_runtimes(self, records: list[BrokerRecord]) -> None:
@@ -258,7 +253,7 @@ class ClusterReconciler:
             BrokerProcess(pid, record.data_dir).kill()
         rt.proc = BrokerProcess(keep, record.data_dir)
         rt.proc.watch(self.wake)
-        rt.state = STARTING
+        rt.state = BrokerState.STARTING
         rt.ever_ran = True
         if keep != record.pid:
             self.store.update_broker(self.name, record.broker_id, pid=keep)
@@ -321,7 +316,7 @@ class ClusterReconciler:
             return
         if self._bucket_task is not None:  # a create in flight must not outlive the delete
             await asyncio.wait([self._bucket_task])
-        self.set_state(cluster, store.DELETING, f"deleting bucket {cluster.s3_bucket}")
+        self.set_state(cluster, ClusterState.DELETING, f"deleting bucket {cluster.s3_bucket}")
         try:
             deleted = await objects.delete_bucket(cluster.s3_endpoint, cluster.s3_bucket)
         except ObjectStoreError as exc:
@@ -435,7 +430,7 @@ class ClusterReconciler:
         )
         rt.proc = BrokerProcess.spawn(command, record.data_dir, record.log_path)
         rt.proc.watch(self.wake)
-        rt.state = STARTING
+        rt.state = BrokerState.STARTING
         self.store.update_broker(
             self.name, record.broker_id, pid=rt.proc.pid, config_version=cluster.config_version
         )
@@ -453,11 +448,13 @@ class ClusterReconciler:
         now = time.monotonic()
         due = [rt for rt in down if rt.next_attempt <= now]
         crashed = [rt for rt in down if rt.ever_ran]
-        if cluster.state in (store.ACTIVE, store.HEALING):
+        if cluster.state in (ClusterState.ACTIVE, ClusterState.HEALING):
             ids = ", ".join(str(rt.record.broker_id) for rt in down)
             why = "after an unexpected exit" if crashed else "after a control-plane start"
-            cluster = self.set_state(cluster, store.HEALING, f"restarting broker(s) {ids} {why}")
-        elif cluster.state == store.CREATING:
+            cluster = self.set_state(
+                cluster, ClusterState.HEALING, f"restarting broker(s) {ids} {why}"
+            )
+        elif cluster.state == ClusterState.CREATING:
             cluster = self.set_state(
                 cluster, cluster.state, f"starting {len(down)} of {len(self.runtimes)} broker(s)"
             )
@@ -480,13 +477,13 @@ class ClusterReconciler:
                 self._spawn(cluster, rt)
             except OSError as exc:
                 self._failed_start(cluster, rt, f"cannot start: {exc}")
-        await self._await_ready(cluster, [rt for rt in due if rt.state == STARTING])
+        await self._await_ready(cluster, [rt for rt in due if rt.state == BrokerState.STARTING])
 
     async def _await_ready(self, cluster: ClusterRecord, runtimes: list[BrokerRuntime]) -> None:
         results = await asyncio.gather(*(self._wait_ready(rt) for rt in runtimes))
         for rt, error in zip(runtimes, results, strict=True):
             if error is None:
-                rt.state = RUNNING
+                rt.state = BrokerState.RUNNING
                 rt.failures = 0
                 rt.health_failures = 0
                 rt.ever_ran = True
@@ -494,9 +491,11 @@ class ClusterReconciler:
                 continue
             cluster = self.store.get_cluster(self.name) or cluster
             self._failed_start(cluster, rt, error)
-        ready = sum(1 for rt in self.runtimes.values() if rt.state == RUNNING)
+        ready = sum(1 for rt in self.runtimes.values() if rt.state == BrokerState.RUNNING)
         cluster = self.store.get_cluster(self.name) or cluster
-        if cluster.state in (store.CREATING, store.HEALING) and ready < len(self.runtimes):
+        if cluster.state in (ClusterState.CREATING, ClusterState.HEALING) and ready < len(
+            self.runtimes
+        ):
             self.set_state(cluster, cluster.state, f"{ready} of {len(self.runtimes)} brokers ready")
 
     async def _wait_ready(self, rt: BrokerRuntime) -> str | None:
@@ -524,7 +523,7 @@ class ClusterReconciler:
             rt.proc.kill()
             rt.proc = None
         self.store.update_broker(self.name, record.broker_id, pid=0)
-        rt.state = STOPPED
+        rt.state = BrokerState.STOPPED
         rt.failures += 1
         backoff = min(
             0.1 * 2 ** (rt.failures - 1), self.settings.broker_restart_backoff_max_ms / 1000
@@ -532,11 +531,16 @@ class ClusterReconciler:
         rt.next_attempt = time.monotonic() + backoff
         message = f"broker {record.broker_id} {error} (log: {record.log_path})"
         log.warning("cluster %s: %s; retrying in %.1fs", self.name, message, backoff)
-        if cluster.state in (store.CREATING, store.UPDATING) and (
+        if cluster.state in (ClusterState.CREATING, ClusterState.UPDATING) and (
             rt.failures >= self.settings.broker_start_attempts
         ):
-            self.set_state(cluster, store.FAILED, message)
-        elif cluster.state in (store.HEALING, store.FAILED, store.CREATING, store.UPDATING):
+            self.set_state(cluster, ClusterState.FAILED, message)
+        elif cluster.state in (
+            ClusterState.HEALING,
+            ClusterState.FAILED,
+            ClusterState.CREATING,
+            ClusterState.UPDATING,
+        ):
             self.set_state(cluster, cluster.state, message)
 
     # ------------------------------------------------------------------ updating
@@ -547,14 +551,14 @@ class ClusterReconciler:
         record = rt.record
         cluster = self.set_state(
             cluster,
-            store.UPDATING,
+            ClusterState.UPDATING,
             f"rolling restart: broker {record.broker_id} ({index} of {total})",
         )
         if rt.proc is not None:
-            rt.state = STOPPING
+            rt.state = BrokerState.STOPPING
             await rt.proc.stop(self.settings.broker_stop_timeout_ms / 1000)
             rt.proc = None
-        rt.state = STOPPED
+        rt.state = BrokerState.STOPPED
         self.store.update_broker(self.name, record.broker_id, pid=0)
         self._spawn(cluster, rt)
         await self._await_ready(cluster, [rt])
@@ -562,7 +566,11 @@ class ClusterReconciler:
     async def _health(self, runtimes: list[BrokerRuntime]) -> None:
         interval = self.settings.broker_health_interval_ms / 1000
         now = time.monotonic()
-        due = [rt for rt in runtimes if rt.state == RUNNING and now - rt.last_probe >= interval]
+        due = [
+            rt
+            for rt in runtimes
+            if rt.state == BrokerState.RUNNING and now - rt.last_probe >= interval
+        ]
         if not due:
             return
         results = await asyncio.gather(
@@ -626,7 +634,7 @@ class ClusterReconciler:
                     more = f" and {len(ongoing) - 3} more" if len(ongoing) > 3 else ""
                     cluster = self.set_state(
                         cluster,
-                        store.UPDATING,
+                        ClusterState.UPDATING,
                         f"{what}: moving partitions off broker(s) {ids}: "
                         f"{len(ongoing)} in progress ({moving}{more})",
                     )
@@ -640,7 +648,7 @@ class ClusterReconciler:
                         break
                     cluster = self.set_state(
                         cluster,
-                        store.UPDATING,
+                        ClusterState.UPDATING,
                         f"{what}: moving {len(moves)} partition(s) off broker(s) {ids}",
                     )
                     log.info("cluster %s: %s: reassigning %s", self.name, what, moves)
@@ -664,7 +672,7 @@ class ClusterReconciler:
             except (KafkaResponseError, OSError, asyncio.IncompleteReadError) as exc:
                 log.warning("cluster %s: %s: %s", self.name, what, exc or type(exc).__name__)
                 cluster = self.set_state(
-                    cluster, store.UPDATING, f"{what}: waiting for the brokers ({exc})"
+                    cluster, ClusterState.UPDATING, f"{what}: waiting for the brokers ({exc})"
                 )
             if time.monotonic() > self._scale_in_deadline:
                 pending = ", ".join(f"{t}-{p}" for t, p in sorted(ongoing)[:3]) if ongoing else ""
@@ -681,15 +689,19 @@ class ClusterReconciler:
             self._wake.clear()
 
         # nothing left on the brokers that go: stop them, then make the cluster forget them
-        cluster = self.set_state(cluster, store.UPDATING, f"{what}: stopping broker(s) {ids}")
+        cluster = self.set_state(
+            cluster, ClusterState.UPDATING, f"{what}: stopping broker(s) {ids}"
+        )
         stop_timeout = self.settings.broker_stop_timeout_ms / 1000
         for rt in going:
-            rt.state = STOPPING
+            rt.state = BrokerState.STOPPING
         await asyncio.gather(*(rt.proc.stop(stop_timeout) for rt in going if rt.proc is not None))
         for rt in going:
             rt.proc = None
-            rt.state = STOPPED
-        cluster = self.set_state(cluster, store.UPDATING, f"{what}: unregistering broker(s) {ids}")
+            rt.state = BrokerState.STOPPED
+        cluster = self.set_state(
+            cluster, ClusterState.UPDATING, f"{what}: unregistering broker(s) {ids}"
+        )
         for broker_id in sorted(removed):
             try:
                 await on_any(
@@ -740,7 +752,7 @@ class ClusterReconciler:
         message += f"; the cluster keeps its {brokers} brokers"
         log.warning("cluster %s: %s", self.name, message)
         self._failure = message
-        self.set_state(cluster, store.FAILED, message, operation="", broker_count=brokers)
+        self.set_state(cluster, ClusterState.FAILED, message, operation="", broker_count=brokers)
         return IDLE
 
     # ------------------------------------------------------------------ stopping
@@ -749,16 +761,16 @@ class ClusterReconciler:
         timeout = self.settings.broker_stop_timeout_ms / 1000
         procs = [rt.proc for rt in self.runtimes.values() if rt.proc is not None]
         for rt in self.runtimes.values():
-            rt.state = STOPPING if rt.proc is not None else rt.state
+            rt.state = BrokerState.STOPPING if rt.proc is not None else rt.state
         await asyncio.gather(*(proc.stop(timeout) for proc in procs))
         for rt in self.runtimes.values():
             rt.proc = None
-            rt.state = STOPPED
+            rt.state = BrokerState.STOPPED
 
     async def delete(self, cluster: ClusterRecord) -> None:
         records = self.store.brokers(self.name)
         self._sync_runtimes(records)
-        self.set_state(cluster, store.DELETING, "stopping brokers")
+        self.set_state(cluster, ClusterState.DELETING, "stopping brokers")
         await self.stop_all()
         for record in records:
             # a broker started by a step that was interrupted, not yet recorded
@@ -801,6 +813,8 @@ class ClusterManager:
         self.reconcilers: dict[str, ClusterReconciler] = {}
         self.orphans: dict[str, list[int]] = {}
         """Broker processes found at start-up, by data directory, not yet adopted."""
+        self.halted = False
+        """Shutting down: no reconciler runs or starts, so no process starts."""
 
     @property
     def clusters_dir(self) -> Path:
@@ -814,8 +828,6 @@ class ClusterManager:
 
     async def start(self) -> None:
         """Re-adopt or restart the brokers of every recorded cluster."""
-        from controlplane.process import scan_brokers
-
         self.clusters_dir.mkdir(parents=True, exist_ok=True)
         self.orphans = scan_brokers(self.clusters_dir)
         known = {b.data_dir for b in self.store.all_brokers()}
@@ -827,6 +839,8 @@ class ClusterManager:
             self.notify(cluster.name)
 
     def notify(self, name: str, *, interrupt: bool = False) -> None:
+        if self.halted:
+            return  # shutting down: the cluster is reconciled on the next start
         reconciler = self.reconcilers.get(name)
         if reconciler is None:
             reconciler = self.reconcilers[name] = ClusterReconciler(self, name)
@@ -855,17 +869,43 @@ class ClusterManager:
             if rt.proc is not None and rt.proc.alive()
         )
 
-    async def shutdown(self) -> None:
-        """Stop every reconciler, then every broker (``cloudctl down``)."""
-        reconcilers = list(self.reconcilers.values())
-        for reconciler in reconcilers:
+    def broker_processes(self) -> list[tuple[str, int | None, int]]:
+        """(cluster, broker id, pid) of every broker process this control plane runs, and
+        (``""``, None, pid) of those found at start-up that no cluster adopted yet."""
+        found: list[tuple[str, int | None, int]] = [
+            (r.name, broker_id, rt.proc.pid)
+            for r in self.reconcilers.values()
+            for broker_id, rt in sorted(r.runtimes.items())
+            if rt.proc is not None
+        ]
+        found += [("", None, pid) for pids in self.orphans.values() for pid in pids]
+        return found
+
+    def halt(self) -> None:
+        """Start nothing from now on: cancel every reconciler's loop (a running step stops at
+        its next await, before it could start another process) and halt the embedded S3
+        server's supervisor. ``shutdown`` and ``ObjectStoreManager.stop`` follow."""
+        self.halted = True
+        if self.object_store is not None:
+            self.object_store.halt()
+        for reconciler in self.reconcilers.values():
             if reconciler.task is not None:
                 reconciler.task.cancel()
+
+    async def shutdown(self) -> None:
+        """Stop every reconciler, then every broker (``cloudctl down``)."""
+        self.halt()
+        reconcilers = list(self.reconcilers.values())
         for reconciler in reconcilers:
             if reconciler.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await reconciler.task
-        await asyncio.gather(*(r.stop_all() for r in reconcilers))
+        timeout = self.settings.broker_stop_timeout_ms / 1000
+        orphans = [BrokerProcess(pid, d) for d, pids in self.orphans.items() for pid in pids]
+        self.orphans.clear()  # found at start-up, not adopted yet: stopped as well
+        await asyncio.gather(
+            *(r.stop_all() for r in reconcilers), *(p.stop(timeout) for p in orphans)
+        )
         for reconciler in reconcilers:
             reconciler.cancel_background()
         for reconciler in reconcilers:

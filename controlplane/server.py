@@ -2,7 +2,8 @@
 
 Start: the state store, the object store (the embedded S3 server adopted or started in the
 background, or an external endpoint), the gRPC server, then the clusters' reconcilers. Stop
-(SIGTERM, ``cloudctl down``): brokers, then the embedded S3 server, then the server.
+(SIGTERM, or ControlPlane.Shutdown from ``cloudctl down``): brokers, then the embedded S3
+server, then the server.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -78,6 +80,7 @@ class ControlPlane:
         self.store: Store | None = None
         self.manager: ClusterManager | None = None
         self.object_store: ObjectStoreManager | None = None
+        self._stop_requested = asyncio.Event()
 
     def _lock(self) -> None:
         fd = os.open(self.home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
@@ -122,7 +125,7 @@ class ControlPlane:
         )
         topics_pb2_grpc.add_TopicsServicer_to_server(TopicsService(topic_ops), server)
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
-            StatusService(self.manager, self.endpoint, time.time()), server
+            StatusService(self.manager, self.endpoint, time.time(), self.request_stop), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
@@ -164,12 +167,13 @@ class ControlPlane:
             self._lock_fd = None
         log.info("stopped cleanly")
 
-    async def serve_until_signal(self) -> None:
-        import signal
+    def request_stop(self) -> None:
+        """Make ``serve_until_signal`` stop (SIGTERM, SIGINT, or the Shutdown RPC)."""
+        self._stop_requested.set()
 
-        stop = asyncio.Event()
+    async def serve_until_signal(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+            loop.add_signal_handler(sig, self.request_stop)
+        await self._stop_requested.wait()
         await self.stop()

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from controlplane.states import ClusterState
+
 SCHEMA_VERSION = 3
 
 SCHEMA = """
@@ -67,15 +69,7 @@ ADDED_COLUMNS = (
     ("brokers", "raft_port", "INTEGER NOT NULL DEFAULT 0"),
 )
 
-# Cluster states (as MSK) and operations.
-CREATING = "CREATING"
-ACTIVE = "ACTIVE"
-UPDATING = "UPDATING"
-DELETING = "DELETING"
-FAILED = "FAILED"
-HEALING = "HEALING"
-STATES = (CREATING, ACTIVE, UPDATING, DELETING, FAILED, HEALING)
-
+# Operations (a cluster's state is a states.ClusterState, stored as its name).
 OP_CREATE = "CREATE"
 OP_UPDATE_BROKER_COUNT = "UPDATE_BROKER_COUNT"
 OP_UPDATE_CONFIG = "UPDATE_CONFIG"
@@ -97,7 +91,7 @@ def choose_voters(broker_ids: Sequence[int]) -> tuple[int, ...]:
 class ClusterRecord:
     name: str
     cluster_id: str
-    state: str
+    state: ClusterState
     broker_count: int
     """Desired number of brokers."""
     config: dict[str, str] = field(default_factory=dict)
@@ -199,7 +193,7 @@ class Store:
                 (
                     cluster.name,
                     cluster.cluster_id,
-                    cluster.state,
+                    cluster.state.value,
                     cluster.state_message,
                     cluster.operation,
                     cluster.broker_count,
@@ -233,7 +227,7 @@ class Store:
             " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?,"
             " voters = ? WHERE name = ?",
             (
-                updated.state,
+                updated.state.value,
                 updated.state_message,
                 updated.operation,
                 updated.broker_count,
@@ -343,7 +337,7 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
     return ClusterRecord(
         name=row["name"],
         cluster_id=row["cluster_id"],
-        state=row["state"],
+        state=ClusterState(row["state"]),
         broker_count=row["broker_count"],
         config=json.loads(row["config"]),
         config_version=row["config_version"],

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from controlplane import errors, store
+from controlplane import errors
 from controlplane.kafka import (
     SOURCE_DYNAMIC_TOPIC,
     Admin,
@@ -36,10 +36,13 @@ from controlplane.kafka import (
     on_any,
 )
 from controlplane.objectstore import ObjectStoreManager
+from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store
+from dataplane.config import TOPIC_CONFIGS
 from tiered.errors import ObjectStoreError
 from tiered.layout import cluster_prefix, parse_key
 from tiered.object_store import ObjectInfo, S3ObjectStore
+from wire.errors import InvalidConfig as BrokerInvalidConfig
 
 T = TypeVar("T")
 
@@ -138,38 +141,44 @@ class OrphanReport:
 def map_kafka_error(exc: KafkaResponseError, cluster: str, topic: str) -> errors.ControlPlaneError:
     """The one place where a Kafka error code becomes a control-plane error."""
     code = exc.code
+    about = {"cluster": cluster, "topic": topic}
     if code == ErrorCode.topic_already_exists:
-        return errors.TopicAlreadyExists(f"topic {topic!r} already exists in cluster {cluster!r}")
+        return errors.TopicAlreadyExists(
+            f"topic {topic!r} already exists in cluster {cluster!r}", **about
+        )
     if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id):
-        return errors.TopicNotFound(f"topic {topic!r} not found in cluster {cluster!r}")
+        return errors.TopicNotFound(f"topic {topic!r} not found in cluster {cluster!r}", **about)
     if code == ErrorCode.invalid_config:
-        return errors.InvalidConfig(f"invalid topic config: {exc.detail}")
+        return errors.InvalidConfig(f"invalid topic config: {exc.detail}", **about)
     if code in _BAD_REQUEST:
-        return errors.BadRequest(f"{exc.detail} ({code.name})")
+        return errors.BadRequest(f"{exc.detail} ({code.name})", **about)
     if code == ErrorCode.topic_deletion_disabled:
         return errors.PreconditionFailed(
-            f"topic deletion is disabled in cluster {cluster!r} (delete.topic.enable=false)"
+            f"topic deletion is disabled in cluster {cluster!r} (delete.topic.enable=false)",
+            **about,
         )
-    return errors.KafkaError(f"{exc} (cluster {cluster!r})")
+    return errors.KafkaError(f"{exc} (cluster {cluster!r})", **about, kafkaError=code.name)
 
 
-def validate_topic_config(config: dict[str, str], remove: Sequence[str] = ()) -> None:
-    from dataplane.config import TOPIC_CONFIGS
-    from dataplane.errors import InvalidConfig as BrokerInvalidConfig
-
+def validate_topic_config(
+    config: dict[str, str], remove: Sequence[str] = (), *, cluster: str = "", topic: str = ""
+) -> None:
+    """Check topic settings against the broker's definitions; errors name the key (and the
+    cluster and topic given)."""
+    about = {"cluster": cluster, "topic": topic}
     for key, value in config.items():
         definition = TOPIC_CONFIGS.get(key)
         if definition is None:
-            raise errors.InvalidConfig(f"unknown topic config {key!r}")
+            raise errors.InvalidConfig(f"unknown topic config {key!r}", **about, key=key)
         try:
             definition.parse(value)
         except BrokerInvalidConfig as exc:
             raise errors.InvalidConfig(
-                exc.message or f"invalid value {value!r} for {key}"
+                exc.message or f"invalid value {value!r} for {key}", **about, key=key
             ) from None
     for key in remove:
         if key not in TOPIC_CONFIGS:
-            raise errors.InvalidConfig(f"unknown topic config {key!r}")
+            raise errors.InvalidConfig(f"unknown topic config {key!r}", **about, key=key)
 
 
 class TopicOps:
@@ -183,16 +192,19 @@ class TopicOps:
     def _cluster(self, name: str, *, change: bool) -> tuple[ClusterRecord, list[BrokerRecord]]:
         cluster = self.store.get_cluster(name)
         if cluster is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found")
-        if change and (cluster.state not in (store.ACTIVE, store.FAILED) or cluster.busy):
+            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
+        if change and (
+            cluster.state not in (ClusterState.ACTIVE, ClusterState.FAILED) or cluster.busy
+        ):
             # FAILED with no operation: a scale-in that failed (the cluster runs as before)
             doing = f" ({cluster.operation})" if cluster.operation else ""
             raise errors.ClusterNotReady(
                 f"cluster {name!r} is {cluster.state}{doing}; topics can be changed when it is "
-                "ACTIVE"
+                "ACTIVE",
+                cluster=name,
             )
-        if cluster.state in (store.CREATING, store.DELETING):
-            raise errors.ClusterNotReady(f"cluster {name!r} is {cluster.state}")
+        if cluster.state in (ClusterState.CREATING, ClusterState.DELETING):
+            raise errors.ClusterNotReady(f"cluster {name!r} is {cluster.state}", cluster=name)
         return cluster, self.store.brokers(name)
 
     async def _on_any(
@@ -212,12 +224,13 @@ class TopicOps:
         except KafkaResponseError as exc:
             raise map_kafka_error(exc, cluster, topic) from None
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-            # (the CLI tells these from an unreachable control plane by the leading "broker")
             tried = ", ".join(f"{b.broker_id} at {b.address}" for b in brokers)
             why = "closed the connection" if isinstance(exc, asyncio.IncompleteReadError) else exc
             raise errors.BrokerUnavailable(
                 f"broker(s) {tried} of cluster {cluster!r} did not answer {what}: "
-                f"{why or type(exc).__name__}"
+                f"{why or type(exc).__name__}",
+                cluster=cluster,
+                topic=topic,
             ) from None
 
     async def create_topic(
@@ -230,13 +243,19 @@ class TopicOps:
     ) -> TopicView:
         cluster, brokers = self._cluster(cluster_name, change=True)
         if partitions is not None and partitions < 1:
-            raise errors.BadRequest(f"invalid partition count {partitions}: must be at least 1")
+            raise errors.BadRequest(
+                f"invalid partition count {partitions}: must be at least 1",
+                cluster=cluster_name,
+                topic=name,
+            )
         if replication_factor is not None and not 1 <= replication_factor <= len(brokers):
             raise errors.BadRequest(
                 f"invalid replication factor {replication_factor}: cluster {cluster_name!r} "
-                f"has {len(brokers)} broker(s)"
+                f"has {len(brokers)} broker(s)",
+                cluster=cluster_name,
+                topic=name,
             )
-        validate_topic_config(config)
+        validate_topic_config(config, cluster=cluster_name, topic=name)
         await self._on_any(
             brokers,
             "create topic",
@@ -319,7 +338,8 @@ class TopicOps:
         if self.object_store is None or not cluster.s3_bucket:
             raise errors.PreconditionFailed(
                 f"cluster {cluster_name!r} has no object store (start the control plane "
-                "with its embedded S3 or --s3-endpoint)"
+                "with its embedded S3 or --s3-endpoint)",
+                cluster=cluster_name,
             )
         settings = self.object_store.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
         object_store = S3ObjectStore(settings)
@@ -348,7 +368,10 @@ class TopicOps:
         except ObjectStoreError as exc:
             raise errors.ObjectStoreUnavailable(
                 f"the object store of cluster {cluster_name!r} (bucket {cluster.s3_bucket} at "
-                f"{cluster.s3_endpoint}): {exc}"
+                f"{cluster.s3_endpoint}): {exc}",
+                cluster=cluster_name,
+                bucket=cluster.s3_bucket,
+                endpoint=cluster.s3_endpoint,
             ) from None
         return replace(report, deleted=delete, bucket=cluster.s3_bucket, prefix=prefix)
 
@@ -367,7 +390,7 @@ class TopicOps:
         self, cluster_name: str, name: str, config: dict[str, str], remove: list[str]
     ) -> TopicView:
         _, brokers = self._cluster(cluster_name, change=True)
-        validate_topic_config(config, remove)
+        validate_topic_config(config, remove, cluster=cluster_name, topic=name)
         await self._on_any(
             brokers,
             "alter configs",
@@ -394,7 +417,7 @@ def hot_bytes(data_dirs: Sequence[Path], topics: dict[str, int]) -> dict[str, in
 
 def tiered_storage(remote: dict[str, Any], topic: str) -> dict[int, PartitionStorage]:
     """The tiered tier of one topic per partition, from a DescribeRemoteLog document
-    (``tiered.remote_log_api``): readable segments only, as the brokers serve them."""
+    (``wire.internal``): readable segments only, as the brokers serve them."""
     out: dict[int, PartitionStorage] = {}
     partitions = remote.get("topics", {}).get(topic, {}).get("partitions", {})
     for key, part in partitions.items():

@@ -9,35 +9,23 @@ plane (``Clusters.GetCluster`` of the public gRPC API, ``proto/sluice/v1/cluster
 
 Options given explicitly win: ``kafka.bootstrap.servers`` (e.g. a private endpoint's
 address) and any ``sluice.s3.*``. The lookup runs once, where Spark plans the query (the
-driver's planning worker); executors get the resolved values.
+driver's planning worker); executors get the resolved values. Finding the control plane and
+talking to it is the shared client's (``controlplane/client.py``, as `cloudctl`); here its
+errors become :class:`OptionError` messages, by their reason.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
-from spark.options import S3_PREFIX, OptionError
+import grpc
 
-CLUSTER = "sluice.cluster"
-ENDPOINT = "sluice.controlplane.endpoint"
-TOKEN = "sluice.controlplane.token"  # noqa: S105 - an option name
-TIMEOUT = "sluice.controlplane.timeout.ms"
-DEFAULT_HOME = "~/.sluice"
-"""``cloudctl``'s state directory when ``SLUICE_HOME`` is not set."""
+from controlplane.client import ApiError, Client, Env, cluster_state_name
+from proto.sluice.v1 import clusters_pb2
+from proto.sluice.v1 import errors_pb2 as epb
+from spark.keys import BOOTSTRAP, CLUSTER, ENDPOINT, S3_PREFIX, TIMEOUT, TOKEN, OptionError
 
-
-def _home() -> Path:
-    return Path(os.environ.get("SLUICE_HOME") or DEFAULT_HOME).expanduser()
-
-
-def _recorded(name: str) -> str | None:
-    try:
-        return (_home() / name).read_text().strip() or None
-    except OSError:
-        return None
+DEFAULT_TIMEOUT_MS = 10_000
 
 
 def with_cluster(options: Mapping[str, str]) -> dict[str, str]:
@@ -47,24 +35,26 @@ def with_cluster(options: Mapping[str, str]) -> dict[str, str]:
     name = out.get(CLUSTER)
     if not name:
         return out
-    endpoint = out.get(ENDPOINT) or os.environ.get("SLUICE_ENDPOINT") or _recorded("endpoint")
+    env = Env.from_environ(endpoint=out.get(ENDPOINT), token=out.get(TOKEN))
+    endpoint = env.endpoint()
     if not endpoint:
         raise OptionError(
             f"{CLUSTER}={name!r}: no control plane endpoint (set {ENDPOINT} or SLUICE_ENDPOINT, "
-            f"or start it with `cloudctl up`; SLUICE_HOME={_home()})"
+            f"or start it with `cloudctl up`; SLUICE_HOME={env.home})"
         )
-    token = out.get(TOKEN) or os.environ.get("SLUICE_TOKEN") or _recorded("token")
+    token = env.token()
     if not token:
         raise OptionError(
             f"{CLUSTER}={name!r}: no API token (set {TOKEN} or SLUICE_TOKEN, or SLUICE_HOME to "
-            f"the directory `cloudctl up` used; looked in {_home() / 'token'})"
+            f"the directory `cloudctl up` used; looked in {env.token_path})"
         )
-    timeout = int(out.get(TIMEOUT) or 10_000) / 1000
+    timeout = int(out.get(TIMEOUT) or DEFAULT_TIMEOUT_MS) / 1000
     cluster = _get_cluster(endpoint, token, name, timeout)
-    if not out.get("kafka.bootstrap.servers"):
+    if not out.get(BOOTSTRAP):
         if not cluster.bootstrap_brokers:
-            raise OptionError(f"cluster {name!r} has no brokers yet (state {cluster.state})")
-        out["kafka.bootstrap.servers"] = cluster.bootstrap_brokers
+            state = cluster_state_name(cluster.state)
+            raise OptionError(f"cluster {name!r} has no brokers yet (state {state})")
+        out[BOOTSTRAP] = cluster.bootstrap_brokers
     given_s3 = any(k.startswith(S3_PREFIX) for k in out)
     if cluster.HasField("object_store") and not given_s3:
         store = cluster.object_store
@@ -78,36 +68,32 @@ def with_cluster(options: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _get_cluster(endpoint: str, token: str, name: str, timeout: float) -> Any:
-    import grpc
+def _get_cluster(endpoint: str, token: str, name: str, timeout: float) -> clusters_pb2.Cluster:
+    request = clusters_pb2.GetClusterRequest(name=name)
+    try:
+        with Client(endpoint, token) as client:
+            found: clusters_pb2.Cluster = client.call(client.clusters.GetCluster, request, timeout)
+    except ApiError as exc:
+        raise _explain(exc, name) from None
+    return found
 
-    from proto.sluice.v1 import clusters_pb2, clusters_pb2_grpc
 
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = clusters_pb2_grpc.ClustersStub(channel)
-        try:
-            return stub.GetCluster(
-                clusters_pb2.GetClusterRequest(name=name),
-                metadata=(("authorization", f"Bearer {token}"),),
-                timeout=timeout,
-            )
-        except grpc.RpcError as exc:
-            code = exc.code()
-            if code == grpc.StatusCode.NOT_FOUND:
-                raise OptionError(
-                    f"{CLUSTER}: no cluster {name!r} at the control plane {endpoint} "
-                    "(`cloudctl list-clusters` lists them)"
-                ) from None
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise OptionError(
-                    f"{CLUSTER}: cannot reach the control plane at {endpoint} ({exc.details()}); "
-                    f"is it running (`cloudctl status`)? {ENDPOINT} sets another address"
-                ) from None
-            if code == grpc.StatusCode.UNAUTHENTICATED:
-                raise OptionError(
-                    f"{CLUSTER}: the control plane at {endpoint} refused the API token "
-                    f"({TOKEN}, SLUICE_TOKEN or SLUICE_HOME/token)"
-                ) from None
-            raise OptionError(
-                f"{CLUSTER}: GetCluster({name!r}): {code.name}: {exc.details()}"
-            ) from None
+def _explain(exc: ApiError, name: str) -> OptionError:
+    """The OptionError of a failed GetCluster, by the error's reason."""
+    endpoint = exc.endpoint
+    if exc.reason == epb.CLUSTER_NOT_FOUND:
+        return OptionError(
+            f"{CLUSTER}: no cluster {name!r} at the control plane {endpoint} "
+            "(`cloudctl list-clusters` lists them)"
+        )
+    if exc.reason == epb.CONTROL_PLANE_UNAVAILABLE or exc.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return OptionError(
+            f"{CLUSTER}: cannot reach the control plane at {endpoint} ({exc.message}); "
+            f"is it running (`cloudctl status`)? {ENDPOINT} sets another address"
+        )
+    if exc.reason == epb.TOKEN_INVALID:
+        return OptionError(
+            f"{CLUSTER}: the control plane at {endpoint} refused the API token "
+            f"({TOKEN}, SLUICE_TOKEN or SLUICE_HOME/token)"
+        )
+    return OptionError(f"{CLUSTER}: GetCluster({name!r}): {exc.code.name}: {exc.message}")

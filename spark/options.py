@@ -17,13 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark.control_plane import with_cluster
+from spark.keys import BOOTSTRAP, KAFKA_PREFIX, S3_PREFIX, OptionError
 from tiered.config import ObjectStoreSettings
 
 EARLIEST = -2
 LATEST = -1
-
-S3_PREFIX = "sluice.s3."
-KAFKA_PREFIX = "kafka."
 
 # Java client properties Spark users pass through ``kafka.*`` that librdkafka lacks or that
 # the data source sets itself: dropped instead of failing the consumer's creation.
@@ -45,10 +44,6 @@ _JAVA_ONLY = {
     "request.timeout.ms",
 }
 _JAAS = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
-
-
-class OptionError(ValueError):
-    """An option is missing, unknown in combination, or has a bad value."""
 
 
 @dataclass(frozen=True)
@@ -269,10 +264,8 @@ def store_settings(options: Mapping[str, str]) -> ObjectStoreSettings | None:
 
 
 def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
-    from spark.control_plane import with_cluster
-
     lowered = with_cluster({str(k).lower(): str(v) for k, v in options.items()})
-    bootstrap = _get(lowered, "kafka.bootstrap.servers")
+    bootstrap = _get(lowered, BOOTSTRAP)
     if not bootstrap:
         raise OptionError(
             "option 'kafka.bootstrap.servers' is required (or 'sluice.cluster', a cluster "

@@ -6,7 +6,8 @@ import grpc
 
 from controlplane.api.common import rpc, timestamp
 from controlplane.frontend import ClusterFrontend
-from controlplane.reconciler import PENDING, STOPPED, ClusterManager
+from controlplane.reconciler import ClusterManager
+from controlplane.states import BrokerState
 from controlplane.store import BrokerRecord, ClusterRecord
 from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import clusters_pb2_grpc as pb_grpc
@@ -26,7 +27,7 @@ class ClustersService(pb_grpc.ClustersServicer):
         out = pb.Cluster(
             name=cluster.name,
             cluster_id=cluster.cluster_id,
-            state=pb.ClusterState.Value(f"CLUSTER_STATE_{cluster.state}"),
+            state=cluster.state.to_proto(),
             state_message=cluster.state_message,
             broker_count=cluster.broker_count,
             bootstrap_brokers=bootstrap(brokers),
@@ -38,7 +39,8 @@ class ClustersService(pb_grpc.ClustersServicer):
         for record in brokers:
             runtime = self.manager.runtime(cluster.name, record.broker_id)
             if runtime is None:
-                state, pid = (PENDING if record.pid == 0 else STOPPED), 0
+                state = BrokerState.PENDING if record.pid == 0 else BrokerState.STOPPED
+                pid = 0
             else:
                 state = runtime.state
                 pid = runtime.proc.pid if runtime.proc is not None else 0
@@ -47,7 +49,7 @@ class ClustersService(pb_grpc.ClustersServicer):
                     id=record.broker_id,
                     host=record.host,
                     port=record.port,
-                    state=pb.BrokerState.Value(f"BROKER_STATE_{state}"),
+                    state=state.to_proto(),
                     pid=pid,
                     data_dir=record.data_dir,
                     restarts=record.restarts,

@@ -1,11 +1,14 @@
-"""The ControlPlane service (proto/sluice/v1/controlplane.proto): `cloudctl status`."""
+"""The ControlPlane service (proto/sluice/v1/controlplane.proto): `cloudctl status` and
+`cloudctl down`."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import grpc
 
+from controlplane import errors
 from controlplane.api.common import rpc, timestamp
 from controlplane.reconciler import ClusterManager
 from proto.sluice.v1 import controlplane_pb2 as pb
@@ -15,10 +18,34 @@ VERSION = "0.1.0"
 
 
 class StatusService(pb_grpc.ControlPlaneServicer):
-    def __init__(self, manager: ClusterManager, endpoint: str, started_at: float) -> None:
+    def __init__(
+        self,
+        manager: ClusterManager,
+        endpoint: str,
+        started_at: float,
+        request_stop: Callable[[], None],
+    ) -> None:
         self.manager = manager
         self.endpoint = endpoint
         self.started_at = started_at
+        self.request_stop = request_stop
+        """Makes the control plane stop as SIGTERM does (``ControlPlane.request_stop``)."""
+
+    def processes(self) -> list[pb.ManagedProcess]:
+        """Every process this control plane runs: itself, the embedded S3 server, brokers."""
+        out = [pb.ManagedProcess(kind=pb.PROCESS_KIND_CONTROL_PLANE, pid=os.getpid())]
+        objects = self.manager.object_store
+        if objects is not None:
+            out += [
+                pb.ManagedProcess(kind=pb.PROCESS_KIND_EMBEDDED_S3, pid=pid)
+                for pid in objects.pids()
+            ]
+        for cluster, broker_id, pid in self.manager.broker_processes():
+            process = pb.ManagedProcess(kind=pb.PROCESS_KIND_BROKER, pid=pid, cluster=cluster)
+            if broker_id is not None:
+                process.broker_id = broker_id
+            out.append(process)
+        return out
 
     @rpc
     async def GetStatus(
@@ -51,4 +78,20 @@ class StatusService(pb_grpc.ControlPlaneServicer):
             clusters=len(store.list_clusters()),
             brokers_running=self.manager.running_brokers(),
             object_store=object_store,
+            processes=self.processes(),
         )
+
+    @rpc
+    async def Shutdown(
+        self, request: pb.ShutdownRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ShutdownResponse:
+        """Nothing starts from here on (no await between the halt and the list, so the list
+        is complete); the stop runs once this answer is on its way."""
+        if request.pid and request.pid != os.getpid():
+            raise errors.PreconditionFailed(
+                f"this control plane is pid {os.getpid()}, not {request.pid}; nothing stopped"
+            )
+        self.manager.halt()
+        processes = self.processes()
+        self.request_stop()
+        return pb.ShutdownResponse(processes=processes)

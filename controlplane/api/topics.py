@@ -98,7 +98,9 @@ class TopicsService(pb_grpc.TopicsServicer):
     ) -> pb.FindOrphansResponse:
         min_age = request.min_age_seconds if request.HasField("min_age_seconds") else 300
         if min_age < 0:
-            raise errors.BadRequest(f"min_age_seconds must be >= 0, got {min_age}")
+            raise errors.BadRequest(
+                f"min_age_seconds must be >= 0, got {min_age}", cluster=request.cluster
+            )
         report = await self.ops.find_orphans(
             request.cluster, delete=request.delete, min_age_seconds=min_age
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Cloud
+from tests.cli.test_commands import one_error_line
 from tests.conftest import free_port
 from tests.controlplane.harness import kill_everything_under, processes_under, wait_until
 from tiered.config import ObjectStoreSettings
@@ -120,3 +121,41 @@ def test_down_stops_an_embedded_s3_server_left_by_a_killed_control_plane(tmp_pat
         assert processes_under(home) == []
     finally:
         kill_everything_under(home)
+
+
+def test_a_dead_object_store_and_a_missing_topic_read_as_before(tmp_path: Path) -> None:
+    """cloudctl tells errors apart by their ErrorInfo reason now; its lines are unchanged."""
+    home = tmp_path / "home"
+    cloud = ExternalCloud(home, f"127.0.0.1:{free_port()}")
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    up = cloud.run("up", "--s3-endpoint", dead)
+    assert up.returncode == 0, up.stderr
+    try:
+        created = cloud.run("create-cluster", "dead", "--brokers", "1", "--wait", "-o", "json")
+        assert created.returncode == 0, created.stderr
+        bucket = json.loads(created.stdout)["object_store"]["bucket"]
+        orphans = cloud.invoke("find-orphans", "--cluster", "dead")
+        assert orphans.exit_code == 1
+        line = one_error_line(orphans.stderr)
+        assert line.startswith(
+            f"cloudctl: error: the object store of cluster 'dead' (bucket {bucket} at {dead}): "
+        )
+        assert line.endswith(" (`cloudctl status` tells whether the object store answers)")
+        topic = cloud.invoke("describe-topic", "--cluster", "dead", "nope")
+        assert one_error_line(topic.stderr) == (
+            "cloudctl: error: topic 'nope' not found in cluster 'dead' (list topics with "
+            "`cloudctl list-topics --cluster CLUSTER`)"
+        )
+        cluster = cloud.invoke("describe-cluster", "nope")
+        assert one_error_line(cluster.stderr) == (
+            "cloudctl: error: cluster 'nope' not found (list clusters with `cloudctl "
+            "list-clusters`)"
+        )
+        config = cloud.invoke("create-cluster", "x", "--config", "log.retention.mz=1")
+        assert one_error_line(config.stderr) == (
+            "cloudctl: error: unknown broker config 'log.retention.mz'"
+        )
+    finally:
+        down = cloud.run("down")
+        assert down.returncode == 0, down.stderr
+        assert kill_everything_under(home) == []

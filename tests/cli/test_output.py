@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cli.client import Env, explain
+from cli.client import ApiError, Env, explain
 from cli.main import cloudctl
 from cli.output import (
     CliError,
@@ -22,7 +22,9 @@ from cli.output import (
     topics_table,
 )
 from proto.sluice.v1 import clusters_pb2 as pb
+from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import topics_pb2 as tpb
+from tests.conftest import free_port
 
 CLUSTER_KEYS = {
     "name",
@@ -200,40 +202,94 @@ def test_orphans_report() -> None:
     assert orphans_text(found).splitlines()[-1].startswith("2 orphaned objects deleted (2.0 KiB)")
 
 
-class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 
 @pytest.mark.parametrize(
-    ("code", "details", "expected"),
+    ("code", "reason", "details", "expected"),
     [
-        (grpc.StatusCode.UNAVAILABLE, "failed to connect", "cannot reach the control plane"),
-        (grpc.StatusCode.UNAVAILABLE, "broker 0 at x did not answer", "broker 0 at x"),
-        (grpc.StatusCode.UNAVAILABLE, "broker(s) 0 at x, 1 at y of cluster 'c'", "1 at y"),
-        (grpc.StatusCode.UNAUTHENTICATED, "bad token", "refused the API token"),
-        (grpc.StatusCode.NOT_FOUND, "cluster 'x' not found", "cloudctl list-clusters"),
-        (grpc.StatusCode.NOT_FOUND, "topic 't' not found in cluster 'x'", "cloudctl list-topics"),
-        (grpc.StatusCode.ALREADY_EXISTS, "cluster 'x' already exists", "choose another name"),
-        (grpc.StatusCode.INVALID_ARGUMENT, "unknown broker config 'k'", "'k'"),
-        (grpc.StatusCode.UNAVAILABLE, "the object store of cluster 'c' (...)", "cloudctl status"),
-        (grpc.StatusCode.INTERNAL, "boom", "controlplane.log"),
+        (
+            UNAVAILABLE,
+            epb.CONTROL_PLANE_UNAVAILABLE,
+            "failed to connect",
+            "cloudctl: error: cannot reach the control plane at 127.0.0.1:1 (is it running? "
+            "start it with `cloudctl up`; `cloudctl status` tells)",
+        ),
+        (
+            UNAVAILABLE,
+            epb.BROKER_UNAVAILABLE,
+            "broker(s) 0 at x, 1 at y of cluster 'c' did not answer",
+            "cloudctl: error: broker(s) 0 at x, 1 at y of cluster 'c' did not answer (the "
+            "cluster may be healing: check `cloudctl describe-cluster`)",
+        ),
+        (
+            UNAVAILABLE,
+            epb.OBJECT_STORE_UNAVAILABLE,
+            "the object store of cluster 'c' (...)",
+            "cloudctl: error: the object store of cluster 'c' (...) (`cloudctl status` tells "
+            "whether the object store answers)",
+        ),
+        (
+            grpc.StatusCode.UNAUTHENTICATED,
+            epb.TOKEN_INVALID,
+            "bad token",
+            "cloudctl: error: the control plane refused the API token (use the SLUICE_HOME "
+            "that `cloudctl up` used (token read from /h/token))",
+        ),
+        (
+            grpc.StatusCode.NOT_FOUND,
+            epb.CLUSTER_NOT_FOUND,
+            "cluster 'x' not found",
+            "cloudctl: error: cluster 'x' not found (list clusters with `cloudctl list-clusters`)",
+        ),
+        (
+            grpc.StatusCode.NOT_FOUND,
+            epb.TOPIC_NOT_FOUND,
+            "topic 't' not found in cluster 'x'",
+            "cloudctl: error: topic 't' not found in cluster 'x' (list topics with `cloudctl "
+            "list-topics --cluster CLUSTER`)",
+        ),
+        (
+            grpc.StatusCode.ALREADY_EXISTS,
+            epb.CLUSTER_ALREADY_EXISTS,
+            "cluster 'x' already exists",
+            "cloudctl: error: cluster 'x' already exists (choose another name, or delete the "
+            "existing one first)",
+        ),
+        (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            epb.INVALID_CONFIG,
+            "unknown broker config 'k'",
+            "cloudctl: error: unknown broker config 'k'",
+        ),
+        (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            epb.OPERATION_IN_PROGRESS,
+            "cannot scale: cluster 'x' is UPDATING",
+            "cloudctl: error: cannot scale: cluster 'x' is UPDATING",
+        ),
+        (
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            epb.ERROR_REASON_UNSPECIFIED,
+            "Deadline Exceeded",
+            "cloudctl: error: the control plane at 127.0.0.1:1 did not answer in time (see "
+            "/h/logs/controlplane.log)",
+        ),
+        (
+            grpc.StatusCode.INTERNAL,
+            epb.INTERNAL,
+            "boom",
+            "cloudctl: error: boom [INTERNAL] (see /h/logs/controlplane.log)",
+        ),
     ],
 )
-def test_every_status_becomes_one_line_with_a_hint(
-    code: grpc.StatusCode, details: str, expected: str
+def test_every_error_becomes_one_line_with_a_hint(
+    code: grpc.StatusCode, reason: epb.ErrorReason, details: str, expected: str
 ) -> None:
-    error = explain(FakeRpcError(code, details), Env(Path("/h")), "127.0.0.1:1")
-    line = error.line()
-    assert line.startswith("cloudctl: error: ")
-    assert "\n" not in line
-    assert expected in line
+    """The lines are those cloudctl printed when it told errors apart by their text; it now
+    goes by the ErrorInfo reason (the message text no longer matters)."""
+    error = ApiError(code, reason, details, endpoint="127.0.0.1:1")
+    assert explain(error, Env(Path("/h"))).line() == expected
 
 
 def test_cli_error_line() -> None:
@@ -263,6 +319,16 @@ def test_without_a_control_plane(tmp_path: Path) -> None:
     status = CliRunner().invoke(cloudctl, ["status"], obj=Env(tmp_path))
     assert status.exit_code == 0
     assert "not running" in status.stdout
+
+
+def test_an_unreachable_control_plane(tmp_path: Path) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cloudctl, ["list-clusters"], obj=Env(tmp_path, endpoint, "t"))
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"cloudctl: error: cannot reach the control plane at {endpoint} (is it running? start "
+        "it with `cloudctl up`; `cloudctl status` tells)"
+    )
 
 
 def test_help_lists_the_contract_commands() -> None:

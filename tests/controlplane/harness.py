@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from proto.sluice.v1 import clusters_pb2 as cpb
 from proto.sluice.v1 import clusters_pb2_grpc, controlplane_pb2_grpc, topics_pb2_grpc
@@ -68,8 +69,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "c
 
 
 class ControlPlaneProcess:
-    def __init__(self, home: Path, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, home: Path, settings: dict[str, str] | None = None, s3_endpoint: str | None = None
+    ) -> None:
         self.home = home
+        self.s3_endpoint = s3_endpoint
+        """``--s3-endpoint`` (an external object store); None: the embedded S3 server."""
         self.port = free_port()
         self.endpoint = f"127.0.0.1:{self.port}"
         self.settings = {**FAST_SETTINGS, **(settings or {})}
@@ -90,6 +95,8 @@ class ControlPlaneProcess:
         ]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
+        if self.s3_endpoint is not None:
+            cmd += ["--s3-endpoint", self.s3_endpoint]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 cmd, stdout=log, stderr=log, cwd=REPO, start_new_session=True
@@ -102,8 +109,6 @@ class ControlPlaneProcess:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"control plane exited {self.proc.returncode}:\n{self.logs()}")
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
         with grpc.insecure_channel(self.endpoint) as channel:
             try:
                 reply = health_pb2_grpc.HealthStub(channel).Check(
@@ -201,9 +206,9 @@ class ControlPlaneProcess:
 
 @contextlib.contextmanager
 def running_control_plane(
-    home: Path, settings: dict[str, str] | None = None
+    home: Path, settings: dict[str, str] | None = None, s3_endpoint: str | None = None
 ) -> Iterator[ControlPlaneProcess]:
-    plane = ControlPlaneProcess(home, settings).start()
+    plane = ControlPlaneProcess(home, settings, s3_endpoint).start()
     try:
         yield plane
     finally:

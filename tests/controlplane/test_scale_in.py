@@ -15,6 +15,7 @@ from controlplane import store
 from controlplane.config import Settings
 from controlplane.kafka import KafkaResponseError, PartitionInfo, Reassignment, TopicMetadata
 from controlplane.reconciler import BrokerRuntime, ClusterManager, ClusterReconciler
+from controlplane.states import BrokerState, ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 
 
@@ -95,7 +96,7 @@ def setup(
     cluster = ClusterRecord(
         name="c",
         cluster_id="id",
-        state=store.ACTIVE,
+        state=ClusterState.ACTIVE,
         broker_count=4,
         voters=(0, 1, 2),
     )
@@ -111,11 +112,11 @@ def setup(
     reconciler = ClusterReconciler(manager, "c")
     runtimes = []
     for r in records:
-        rt = BrokerRuntime(r, proc=FakeProcess(), state=rec.RUNNING)  # type: ignore[arg-type]
+        rt = BrokerRuntime(r, proc=FakeProcess(), state=BrokerState.RUNNING)  # type: ignore[arg-type]
         reconciler.runtimes[r.broker_id] = rt
         runtimes.append(rt)
     db.update_cluster(
-        "c", broker_count=3, state=store.UPDATING, operation=store.OP_UPDATE_BROKER_COUNT
+        "c", broker_count=3, state=ClusterState.UPDATING, operation=store.OP_UPDATE_BROKER_COUNT
     )
     return reconciler, db, runtimes
 
@@ -165,7 +166,7 @@ async def test_a_refused_move_fails_and_keeps_the_brokers(
     assert await reconciler._scale_in(cluster, runtimes) == rec.IDLE
     after = db.get_cluster("c")
     assert after is not None
-    assert (after.state, after.operation, after.broker_count) == (store.FAILED, "", 4)
+    assert (after.state, after.operation, after.broker_count) == (ClusterState.FAILED, "", 4)
     assert "1 partition(s) refused, e.g. t-1" in after.state_message
     assert "cancelled" in after.state_message
     assert sim.sent[-1] == {("t", 0): None}, "the move it started is cancelled"
@@ -185,7 +186,7 @@ async def test_too_few_brokers_left_fails_before_anything_moves(
     await reconciler._scale_in(cluster, runtimes)
     after = db.get_cluster("c")
     assert after is not None
-    assert after.state == store.FAILED
+    assert after.state == ClusterState.FAILED
     assert "t-0 has 4 replicas but only 3 broker(s) would remain" in after.state_message
     assert sim.sent == []
 
@@ -204,7 +205,7 @@ async def test_a_reassignment_that_does_not_finish_times_out(
     await reconciler._scale_in(cluster, runtimes)
     after = db.get_cluster("c")
     assert after is not None
-    assert after.state == store.FAILED
+    assert after.state == ClusterState.FAILED
     assert "not moved off broker(s) 3 within 50 ms" in after.state_message
     assert "still moving: t-0" in after.state_message
     assert sim.moving == {}, "cancelled"

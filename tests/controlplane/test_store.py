@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from controlplane import store
+from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 
 
@@ -16,7 +17,7 @@ def cluster(name: str = "demo") -> ClusterRecord:
     return ClusterRecord(
         name=name,
         cluster_id=f"id-{name}",
-        state=store.CREATING,
+        state=ClusterState.CREATING,
         broker_count=2,
         config={"log.retention.ms": "1000"},
         operation=store.OP_CREATE,
@@ -39,7 +40,7 @@ def test_round_trip_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     db = Store(path)
     db.insert_cluster(cluster(), [broker("demo", 0, 9001), broker("demo", 1, 9002)])
-    db.update_cluster("demo", state=store.ACTIVE, operation="")
+    db.update_cluster("demo", state=ClusterState.ACTIVE, operation="")
     db.update_broker("demo", 1, pid=4242, restarts=1)
     db.close()
 
@@ -47,7 +48,7 @@ def test_round_trip_and_reopen(tmp_path: Path) -> None:
     got = db.get_cluster("demo")
     assert got is not None
     assert (got.state, got.operation, got.config) == (
-        store.ACTIVE,
+        ClusterState.ACTIVE,
         "",
         {"log.retention.ms": "1000"},
     )
@@ -74,7 +75,7 @@ def test_ports_and_names_are_unique(tmp_path: Path) -> None:
 def test_delete_and_settings(tmp_path: Path) -> None:
     db = Store(tmp_path / "state.db")
     db.insert_cluster(cluster(), [broker("demo", 0, 9001)])
-    db.add_brokers("demo", [broker("demo", 1, 9002)], broker_count=2, state=store.UPDATING)
+    db.add_brokers("demo", [broker("demo", 1, 9002)], broker_count=2, state=ClusterState.UPDATING)
     assert len(db.brokers("demo")) == 2
     db.delete_cluster("demo")
     assert db.get_cluster("demo") is None
@@ -102,6 +103,7 @@ def test_a_version_1_state_db_gains_the_object_store_columns(tmp_path: Path) -> 
     db = Store(path)
     record = db.get_cluster("old")
     assert record is not None
+    assert record.state is ClusterState.ACTIVE, "a state written as a string parses"
     assert (record.s3_endpoint, record.s3_bucket) == ("", "")
     db.update_cluster("old", s3_endpoint="http://127.0.0.1:9000", s3_bucket="sluice-old-1")
     db.close()
@@ -116,7 +118,7 @@ def test_raft_ports_voters_and_scale_in_rows(tmp_path: Path) -> None:
     record = ClusterRecord(
         name="q",
         cluster_id="id-q",
-        state=store.CREATING,
+        state=ClusterState.CREATING,
         broker_count=4,
         voters=store.choose_voters(range(4)),
     )
@@ -147,7 +149,7 @@ def test_voters_are_fixed_by_the_first_brokers(
     count: int, voters: tuple[int, ...], smallest: int
 ) -> None:
     assert store.choose_voters(range(count)) == voters
-    record = ClusterRecord(name="v", cluster_id="v", state=store.ACTIVE, broker_count=count)
+    record = ClusterRecord(name="v", cluster_id="v", state=ClusterState.ACTIVE, broker_count=count)
     assert replace(record, voters=voters).min_broker_count == smallest
 
 
@@ -180,3 +182,16 @@ def test_a_version_2_state_db_gains_raft_ports_and_voters(tmp_path: Path) -> Non
     assert db.broker("old", 0).raft_port == 0
     assert db.used_ports() == {9001}
     assert db.db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("state", list(ClusterState))
+def test_states_are_stored_as_their_names(tmp_path: Path, state: ClusterState) -> None:
+    """SQLite keeps the MSK names ("ACTIVE"), so state.db files of any version open."""
+    db = Store(tmp_path / "state.db")
+    db.insert_cluster(cluster(), [])
+    db.update_cluster("demo", state=state)
+    raw = db.db.execute("SELECT state FROM clusters WHERE name = 'demo'").fetchone()[0]
+    assert (type(raw), raw) == (str, state.name)
+    got = db.get_cluster("demo")
+    assert got is not None
+    assert got.state is state

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from spark.control_plane import with_cluster
 from spark.options import OptionError, read_options
@@ -62,8 +63,6 @@ def bootstrap(cloud: Cloud) -> str:
     )
     assert topic.returncode == 0, topic.stderr
     servers = cloud.run("get-bootstrap-brokers", CLUSTER).stdout.strip()
-    from confluent_kafka import Producer
-
     producer = Producer({"bootstrap.servers": servers, "linger.ms": 5, "batch.size": 4000})
     for i in range(RECORDS):
         producer.produce(TOPIC, key=b"%d" % i, value=b"%d|" % i + b"x" * 150, partition=i % 2)
@@ -128,16 +127,54 @@ def test_the_endpoint_and_token_default_to_sluice_home(
 
 
 def test_unknown_cluster_and_unreachable_control_plane_say_what_to_do(cloud: Cloud) -> None:
+    """The shared client's errors, told apart by their reason, become OptionErrors."""
     options = {**by_name(cloud), "sluice.cluster": "no-such-cluster"}
-    with pytest.raises(OptionError, match=r"no cluster 'no-such-cluster'.*list-clusters"):
+    with pytest.raises(OptionError) as unknown:
         read_options(options, streaming=False)
+    assert str(unknown.value) == (
+        f"sluice.cluster: no cluster 'no-such-cluster' at the control plane {cloud.endpoint} "
+        "(`cloudctl list-clusters` lists them)"
+    )
+    gone_endpoint = f"127.0.0.1:{free_port()}"
     gone = {
         **by_name(cloud),
-        "sluice.controlplane.endpoint": f"127.0.0.1:{free_port()}",
+        "sluice.controlplane.endpoint": gone_endpoint,
         "sluice.controlplane.timeout.ms": "2000",
     }
-    with pytest.raises(OptionError, match="cannot reach the control plane"):
+    with pytest.raises(OptionError) as unreachable:
         read_options(gone, streaming=False)
+    assert str(unreachable.value).startswith(
+        f"sluice.cluster: cannot reach the control plane at {gone_endpoint} ("
+    )
+    assert str(unreachable.value).endswith(
+        "is it running (`cloudctl status`)? sluice.controlplane.endpoint sets another address"
+    )
+    wrong = {**by_name(cloud), "sluice.controlplane.token": "not-the-token"}
+    with pytest.raises(OptionError) as refused:
+        read_options(wrong, streaming=False)
+    assert str(refused.value) == (
+        f"sluice.cluster: the control plane at {cloud.endpoint} refused the API token "
+        "(sluice.controlplane.token, SLUICE_TOKEN or SLUICE_HOME/token)"
+    )
+
+
+def test_options_win_over_the_environment(
+    cloud: Cloud, bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As cloudctl: given options first, then SLUICE_ENDPOINT / SLUICE_TOKEN, then the files
+    of SLUICE_HOME (the shared client's lookup)."""
+    monkeypatch.setenv("SLUICE_ENDPOINT", f"127.0.0.1:{free_port()}")
+    monkeypatch.setenv("SLUICE_TOKEN", "not-the-token")
+    resolved = with_cluster({k: v for k, v in by_name(cloud).items() if k.startswith("sluice.")})
+    assert resolved["kafka.bootstrap.servers"] == bootstrap
+    monkeypatch.setenv("SLUICE_HOME", str(cloud.home / "nowhere"))
+    monkeypatch.delenv("SLUICE_ENDPOINT")
+    monkeypatch.delenv("SLUICE_TOKEN")
+    with pytest.raises(OptionError, match="no control plane endpoint"):
+        with_cluster({"sluice.cluster": CLUSTER})
+    token_only = {"sluice.cluster": CLUSTER, "sluice.controlplane.endpoint": cloud.endpoint}
+    with pytest.raises(OptionError, match=r"no API token .*nowhere/token"):
+        with_cluster(token_only)
 
 
 def example(name: str) -> Any:
@@ -166,8 +203,6 @@ def test_the_examples_run_against_a_cluster(
 
     streaming = example("streaming")
     assert streaming.stream_once(session, by_name(cloud), tmp_path / "stream", 1000) == total
-    from confluent_kafka import Producer
-
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(7):
         producer.produce(TOPIC, value=b"late %d" % i)

@@ -1,16 +1,29 @@
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Mapping as _Mapping, Optional as _Optional, Union as _Union
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ProcessKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROCESS_KIND_UNSPECIFIED: _ClassVar[ProcessKind]
+    PROCESS_KIND_CONTROL_PLANE: _ClassVar[ProcessKind]
+    PROCESS_KIND_EMBEDDED_S3: _ClassVar[ProcessKind]
+    PROCESS_KIND_BROKER: _ClassVar[ProcessKind]
+PROCESS_KIND_UNSPECIFIED: ProcessKind
+PROCESS_KIND_CONTROL_PLANE: ProcessKind
+PROCESS_KIND_EMBEDDED_S3: ProcessKind
+PROCESS_KIND_BROKER: ProcessKind
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class Status(_message.Message):
-    __slots__ = ("version", "pid", "home", "endpoint", "started_at", "s3_endpoint", "s3_note", "clusters", "brokers_running", "object_store")
+    __slots__ = ("version", "pid", "home", "endpoint", "started_at", "s3_endpoint", "s3_note", "clusters", "brokers_running", "object_store", "processes")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     HOME_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +34,7 @@ class Status(_message.Message):
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     BROKERS_RUNNING_FIELD_NUMBER: _ClassVar[int]
     OBJECT_STORE_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
     version: str
     pid: int
     home: str
@@ -31,7 +45,32 @@ class Status(_message.Message):
     clusters: int
     brokers_running: int
     object_store: ObjectStoreStatus
-    def __init__(self, version: _Optional[str] = ..., pid: _Optional[int] = ..., home: _Optional[str] = ..., endpoint: _Optional[str] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., s3_endpoint: _Optional[str] = ..., s3_note: _Optional[str] = ..., clusters: _Optional[int] = ..., brokers_running: _Optional[int] = ..., object_store: _Optional[_Union[ObjectStoreStatus, _Mapping]] = ...) -> None: ...
+    processes: _containers.RepeatedCompositeFieldContainer[ManagedProcess]
+    def __init__(self, version: _Optional[str] = ..., pid: _Optional[int] = ..., home: _Optional[str] = ..., endpoint: _Optional[str] = ..., started_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., s3_endpoint: _Optional[str] = ..., s3_note: _Optional[str] = ..., clusters: _Optional[int] = ..., brokers_running: _Optional[int] = ..., object_store: _Optional[_Union[ObjectStoreStatus, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ManagedProcess, _Mapping]]] = ...) -> None: ...
+
+class ShutdownRequest(_message.Message):
+    __slots__ = ("pid",)
+    PID_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    def __init__(self, pid: _Optional[int] = ...) -> None: ...
+
+class ShutdownResponse(_message.Message):
+    __slots__ = ("processes",)
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    processes: _containers.RepeatedCompositeFieldContainer[ManagedProcess]
+    def __init__(self, processes: _Optional[_Iterable[_Union[ManagedProcess, _Mapping]]] = ...) -> None: ...
+
+class ManagedProcess(_message.Message):
+    __slots__ = ("kind", "pid", "cluster", "broker_id")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    kind: ProcessKind
+    pid: int
+    cluster: str
+    broker_id: int
+    def __init__(self, kind: _Optional[_Union[ProcessKind, str]] = ..., pid: _Optional[int] = ..., cluster: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class ObjectStoreStatus(_message.Message):
     __slots__ = ("kind", "endpoint", "data_dir", "pid", "restarts", "answering", "detail")

@@ -39,6 +39,11 @@ class ControlPlaneStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.Status.FromString,
                 _registered_method=True)
+        self.Shutdown = channel.unary_unary(
+                '/sluice.v1.ControlPlane/Shutdown',
+                request_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownResponse.FromString,
+                _registered_method=True)
 
 
 class ControlPlaneServicer(object):
@@ -50,6 +55,15 @@ class ControlPlaneServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Shutdown(self, request, context):
+        """Stops the control plane as SIGTERM does: every broker (SIGTERM, SIGKILL after
+        broker.stop.timeout.ms), the embedded S3 server, then itself. Answers at once, before
+        stopping, with the processes it stops; from then on it starts none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlPlaneServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +71,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.GetStatusRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.Status.SerializeToString,
+            ),
+            'Shutdown': grpc.unary_unary_rpc_method_handler(
+                    servicer.Shutdown,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +105,33 @@ class ControlPlane(object):
             '/sluice.v1.ControlPlane/GetStatus',
             proto_dot_sluice_dot_v1_dot_controlplane__pb2.GetStatusRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_controlplane__pb2.Status.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Shutdown(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.ControlPlane/Shutdown',
+            proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownResponse.FromString,
             options,
             channel_credentials,
             insecure,

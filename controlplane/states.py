@@ -1,0 +1,79 @@
+"""Cluster and broker states, and their one mapping to and from the API's enums.
+
+The state store keeps a cluster's state as its name (``"ACTIVE"``: ``state.db`` files written
+before these enums open unchanged); the reconciler keeps a broker's in memory. Everything in
+the control plane uses these enums; ``to_proto`` / ``from_proto`` are the only way between
+them and ``sluice.v1.ClusterState`` / ``sluice.v1.BrokerState`` (explicit tables, checked
+against the proto's values by tests/controlplane/test_states.py).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from proto.sluice.v1 import clusters_pb2 as pb
+
+
+class ClusterState(enum.StrEnum):
+    """A cluster's state, as AWS MSK names them (controlplane/README.md has the machine)."""
+
+    CREATING = "CREATING"
+    ACTIVE = "ACTIVE"
+    UPDATING = "UPDATING"
+    DELETING = "DELETING"
+    FAILED = "FAILED"
+    HEALING = "HEALING"
+
+    def to_proto(self) -> pb.ClusterState:
+        return _CLUSTER_TO_PROTO[self]
+
+    @classmethod
+    def from_proto(cls, value: int) -> ClusterState:
+        """The state of a proto value; ValueError for UNSPECIFIED or an unknown number."""
+        try:
+            return _CLUSTER_FROM_PROTO[value]
+        except KeyError:
+            raise ValueError(f"no cluster state for sluice.v1.ClusterState {value}") from None
+
+
+class BrokerState(enum.StrEnum):
+    """A broker process's state, as the reconciler sees it."""
+
+    PENDING = "PENDING"
+    """Recorded, no process yet."""
+    STARTING = "STARTING"
+    """Started (or adopted), not answering ApiVersions yet."""
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+
+    def to_proto(self) -> pb.BrokerState:
+        return _BROKER_TO_PROTO[self]
+
+    @classmethod
+    def from_proto(cls, value: int) -> BrokerState:
+        """The state of a proto value; ValueError for UNSPECIFIED or an unknown number."""
+        try:
+            return _BROKER_FROM_PROTO[value]
+        except KeyError:
+            raise ValueError(f"no broker state for sluice.v1.BrokerState {value}") from None
+
+
+_CLUSTER_TO_PROTO: dict[ClusterState, pb.ClusterState] = {
+    ClusterState.CREATING: pb.CLUSTER_STATE_CREATING,
+    ClusterState.ACTIVE: pb.CLUSTER_STATE_ACTIVE,
+    ClusterState.UPDATING: pb.CLUSTER_STATE_UPDATING,
+    ClusterState.DELETING: pb.CLUSTER_STATE_DELETING,
+    ClusterState.FAILED: pb.CLUSTER_STATE_FAILED,
+    ClusterState.HEALING: pb.CLUSTER_STATE_HEALING,
+}
+_CLUSTER_FROM_PROTO: dict[int, ClusterState] = {v: k for k, v in _CLUSTER_TO_PROTO.items()}
+
+_BROKER_TO_PROTO: dict[BrokerState, pb.BrokerState] = {
+    BrokerState.PENDING: pb.BROKER_STATE_PENDING,
+    BrokerState.STARTING: pb.BROKER_STATE_STARTING,
+    BrokerState.RUNNING: pb.BROKER_STATE_RUNNING,
+    BrokerState.STOPPING: pb.BROKER_STATE_STOPPING,
+    BrokerState.STOPPED: pb.BROKER_STATE_STOPPED,
+}
+_BROKER_FROM_PROTO: dict[int, BrokerState] = {v: k for k, v in _BROKER_TO_PROTO.items()}
