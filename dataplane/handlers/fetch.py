@@ -4,8 +4,9 @@ Only a partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEAD
 UNKNOWN_LEADER_EPOCH for a client whose leader epoch is older / newer). Consumers read up
 to the high watermark; a follower (``replica_id`` >= 0) reads up to the log end, and its
 fetch offset tells the leader how far it has replicated. The handler reads once; if fewer
-than ``min_bytes`` are ready it waits, up to ``max_wait``, for an append to any requested
-partition and reads again. It runs as its own task, so a waiting fetch never holds back
+than ``min_bytes`` are ready it waits, up to ``max_wait``, on the requested partitions'
+``Partition`` waiters (woken by an append, a high-watermark advance, a truncation or the
+log closing) and reads again. It runs as its own task, so a waiting fetch never holds back
 other requests on the connection. Fetch sessions (KIP-227) are not kept: the answer's
 session id is 0, which tells clients to send full fetch requests.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import crc32c
 
+from wire.compression import CODEC_ZSTD
 from wire.errors import (
     CorruptRecord,
     OffsetMismatch,
@@ -17,7 +18,6 @@ from wire.errors import (
     UnsupportedMessageFormat,
 )
 from wire.record_batch import (
-    CODEC_ZSTD,
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
