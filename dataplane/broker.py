@@ -44,24 +44,24 @@ STARTUP_TIMEOUT_S = 120.0
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.node_id = int(config["node.id"])
+        self.node_id = config.get_int("node.id")
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
-        if str(config["controller.quorum.voters"]) and not str(config["cluster.id"]):
+        if config.get_str("controller.quorum.voters") and not config.get_str("cluster.id"):
             raise InvalidConfig(
                 "cluster.id is required with controller.quorum.voters: give every broker of "
                 "the cluster the same id"
             )
-        cluster_id = _cluster_identity(data_dir, self.node_id, str(config["cluster.id"]))
+        cluster_id = _cluster_identity(data_dir, self.node_id, config.get_str("cluster.id"))
         self.metadata = MetadataImage(node_id=self.node_id, cluster_id=cluster_id)
         self.logs = LogManager(config, self.metadata)
         self.cluster = ClusterMember(config, self.metadata, data_dir)
         self.producer_ids = ProducerIdManager(
-            self.cluster.allocate_producer_ids, int(config["producer.id.wait.ms"]) / 1000
+            self.cluster.allocate_producer_ids, config.get_seconds("producer.id.wait.ms")
         )
         self.replicas = ReplicaManager(self)
         self.remote: RemoteLogManager | None = None
-        if config["remote.log.storage.system.enable"]:
+        if config.get_bool("remote.log.storage.system.enable"):
             from dataplane.remote.manager import RemoteLogManager
 
             self.remote = RemoteLogManager(self)
@@ -118,7 +118,7 @@ class Broker:
         """Create ``name`` with the broker defaults (num.partitions,
         default.replication.factor) through the controller; None when
         auto.create.topics.enable is off. Raises the creation's error."""
-        if not self.config["auto.create.topics.enable"]:
+        if not self.config.get_bool("auto.create.topics.enable"):
             return None
         pending = self.topic_removals.get(name)
         if pending is not None:

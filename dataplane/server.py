@@ -55,8 +55,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
         self.broker = broker
         self.connections = connections
-        self.max_frame = int(broker.config["socket.request.max.bytes"])
-        self.max_queued = int(broker.config["queued.max.requests.per.connection"])
+        self.max_frame = broker.config.get_int("socket.request.max.bytes")
+        self.max_queued = broker.config.get_int("queued.max.requests.per.connection")
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self._buf = bytearray(READ_BUFFER)

@@ -118,7 +118,7 @@ class QuorumController:
         if previous is not None and previous in self._deadlines:
             # the broker that led before this election has most likely died: it must
             # heartbeat within a few intervals or be fenced, instead of a whole session
-            interval = int(self.config["broker.heartbeat.interval.ms"]) / 1000
+            interval = self.config.get_seconds("broker.heartbeat.interval.ms")
             self._deadlines[previous] = now + min(timeout, max(4 * interval, 0.5))
         self._ready.set()
         log.info("controller active (term %d, %d brokers)", term, len(self.image.brokers))
@@ -188,7 +188,7 @@ class QuorumController:
         return answer
 
     def _session_timeout(self) -> float:
-        return int(self.config["broker.session.timeout.ms"]) / 1000
+        return self.config.get_seconds("broker.session.timeout.ms")
 
     # ------------------------------------------------------------------ producer ids
 
@@ -203,7 +203,7 @@ class QuorumController:
                 raise StaleBrokerEpoch(
                     f"broker {broker_id} epoch {broker_epoch} is not registered and unfenced"
                 )
-            size = int(self.config["producer.id.block.size"])
+            size = self.config.get_int("producer.id.block.size")
             start = self.image.next_producer_id
             if start > PRODUCER_ID_LIMIT - size:
                 raise BrokerError("producer ids are exhausted")
@@ -386,7 +386,7 @@ class QuorumController:
         info = self.image.topics.get(topic)
         raw = None if info is None else info.configs.get("unclean.leader.election.enable")
         if raw is None:
-            return bool(self.config["unclean.leader.election.enable"])
+            return self.config.get_bool("unclean.leader.election.enable")
         return raw.strip().lower() == "true"
 
     def _elect_offline(self, broker_id: int) -> list[r.Record]:
@@ -649,10 +649,10 @@ class QuorumController:
         return True
 
     async def _preferred_leader_loop(self) -> None:
-        interval = int(self.config["leader.imbalance.check.interval.seconds"])
+        interval = self.config.get_int("leader.imbalance.check.interval.seconds")
         while True:
             await asyncio.sleep(interval)
-            if not self.config["auto.leader.rebalance.enable"]:
+            if not self.config.get_bool("auto.leader.rebalance.enable"):
                 continue
             for (topic, partition), state in list(self.image.partitions.items()):
                 if state.leader == state.preferred or state.adding or state.removing:

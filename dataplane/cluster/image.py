@@ -16,13 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dataplane.cluster import records as r
-from dataplane.config import TOPIC_CONFIGS, parse_overrides
-from dataplane.metadata import TopicInfo, validate_topic_name
+from dataplane.metadata import TopicInfo
 from tiered.remote_segment import COPY_FINISHED, RemoteSegment
 from wire.errors import (
-    InvalidPartitions,
-    InvalidReplicationFactor,
-    TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
 
@@ -143,33 +139,6 @@ class MetadataImage:
     def broker_address(self, broker_id: int) -> tuple[str, int] | None:
         info = self.brokers.get(broker_id)
         return None if info is None else (info.host, info.port)
-
-    def validate_new_topic(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int,
-        configs: dict[str, str],
-        *,
-        max_partitions: int,
-    ) -> dict[str, str]:
-        validate_topic_name(name)
-        if name in self.topics:
-            raise TopicAlreadyExists(f"topic {name!r} already exists")
-        if partitions <= 0:
-            raise InvalidPartitions(f"partition count must be at least 1, got {partitions}")
-        if partitions > max_partitions:
-            raise InvalidPartitions(
-                f"partition count {partitions} exceeds max.partitions.per.topic={max_partitions}"
-            )
-        brokers = max(1, len(self.live_brokers()))
-        if replication_factor <= 0 or replication_factor > brokers:
-            raise InvalidReplicationFactor(
-                f"replication factor {replication_factor} must be between 1 and the "
-                f"{brokers} live broker(s)"
-            )
-        parse_overrides(TOPIC_CONFIGS, configs, what="topic")
-        return dict(configs)
 
     # ------------------------------------------------------------------ state machine
 

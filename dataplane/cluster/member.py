@@ -83,16 +83,16 @@ class ClusterMember:
         self.image = image
         self.node_id = image.node_id
         self.directory = data_dir / METADATA_DIR
-        raw_voters = str(config["controller.quorum.voters"])
+        raw_voters = config.get_str("controller.quorum.voters")
         self.voters = parse_endpoints(raw_voters, "controller.quorum.voters")
         self.voter_listeners = parse_endpoints(
-            str(config["controller.quorum.voter.listeners"]), "controller.quorum.voter.listeners"
+            config.get_str("controller.quorum.voter.listeners"), "controller.quorum.voter.listeners"
         )
         self.standalone = not self.voters
         if self.standalone:
             self.raft_address: Address = ("", 0)
         else:
-            own = str(config["controller.listener"])
+            own = config.get_str("controller.listener")
             if not own:
                 raise InvalidConfig("controller.listener is required with controller.quorum.voters")
             self.raft_address = parse_address(own, "controller.listener")
@@ -347,7 +347,7 @@ class ClusterMember:
     # ------------------------------------------------------------------ registration
 
     async def _lifecycle(self) -> None:
-        interval = int(self.config["broker.heartbeat.interval.ms"]) / 1000
+        interval = self.config.get_seconds("broker.heartbeat.interval.ms")
         while True:
             try:
                 if self.epoch < 0:

@@ -255,7 +255,7 @@ class GroupCoordinator:
             self.membership.reschedule_heartbeat(group, member)  # a commit keeps the session
         now = int(time.time() * 1000)
         expire = now + retention_ms if retention_ms != -1 else -1
-        limit = int(self.broker.config["offset.metadata.max.bytes"])
+        limit = self.broker.config.get_int("offset.metadata.max.bytes")
         errors: list[BrokerError | None] = []
         records: list[Record] = []
         applied: list[tuple[OffsetCommitEntry, CommittedOffset]] = []
@@ -463,7 +463,7 @@ class GroupCoordinator:
     def expire_offsets(self, now_ms: int | None = None) -> int:
         """Tombstone expired offsets, and Empty groups left without offsets; returns a count."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        retention = int(self.broker.config["offsets.retention.minutes"]) * 60000
+        retention = self.broker.config.get_int("offsets.retention.minutes") * 60000
         removed = 0
         for group_id in list(self.groups):
             group = self.groups[group_id]

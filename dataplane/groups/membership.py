@@ -132,7 +132,7 @@ class Membership:
         self.active = False
 
     def _setting(self, key: str) -> int:
-        return int(self.config[key])
+        return self.config.get_int(key)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -69,7 +69,7 @@ class OffsetsTopic:
         info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
         if info is not None:
             return info.partitions
-        return int(self.broker.config["offsets.topic.num.partitions"])
+        return self.broker.config.get_int("offsets.topic.num.partitions")
 
     async def ensure_topic(self) -> None:
         """Create the topic if it does not exist (compacted, offsets.topic.num.partitions,
@@ -83,7 +83,7 @@ class OffsetsTopic:
     async def _create(self) -> None:
         member = self.broker.cluster
         image = self.broker.metadata
-        wanted = int(self.broker.config["offsets.topic.replication.factor"])
+        wanted = self.broker.config.get_int("offsets.topic.replication.factor")
         size = max(len(image.brokers), len(member.voters), 1)
         factor = min(wanted, size)
         if len(image.live_brokers()) < factor:
@@ -91,7 +91,7 @@ class OffsetsTopic:
                 f"{OFFSETS_TOPIC} needs {factor} live brokers; "
                 f"{len(image.live_brokers())} are registered"
             )
-        count = int(self.broker.config["offsets.topic.num.partitions"])
+        count = self.broker.config.get_int("offsets.topic.num.partitions")
         log.info(
             "creating %s with %d partitions, replication factor %d", OFFSETS_TOPIC, count, factor
         )
@@ -144,7 +144,7 @@ class OffsetsTopic:
         if plog is None:
             raise NotCoordinator(f"{OFFSETS_TOPIC} is not available on this broker")
         now = int(time.time() * 1000)
-        limit = int(plog.config("max.message.bytes")) - BATCH_OVERHEAD
+        limit = plog.config.get_int("max.message.bytes") - BATCH_OVERHEAD
         try:
             for chunk in _chunks(records, limit):
                 plog.append_internal(encode_batch(chunk, timestamp_ms=now))

@@ -5,7 +5,7 @@ admin clients use this API). Resources are TOPIC (overrides validated as in
 CreateTopics: INVALID_CONFIG naming the key; UNKNOWN_TOPIC_OR_PARTITION after the
 values pass, as Kafka checks existence last) and BROKER "" or "N" (dynamic broker
 configs, see ``_configs``; failures are INVALID_REQUEST as in Kafka) and GROUP "G"
-(``dataplane.group_config``). Each resource may
+(``dataplane.config.group_table``). Each resource may
 appear once and each key once per resource; null values are INVALID_REQUEST.
 """
 

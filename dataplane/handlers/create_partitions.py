@@ -93,7 +93,7 @@ def _grow(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only: b
             )
         for assignment in topic.assignments:
             check_assignment(ctx, list(assignment.broker_ids), info.replication_factor)
-    limit = int(broker.config["max.partitions.per.topic"])
+    limit = broker.config.get_int("max.partitions.per.topic")
     if count > limit:
         raise InvalidPartitions(
             f"Number of partitions {count} exceeds max.partitions.per.topic={limit}."

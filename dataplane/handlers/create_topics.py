@@ -27,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
+from dataplane.config import rules
 from dataplane.handlers import _configs
 from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
@@ -111,26 +112,26 @@ def _requested_partitions(ctx: RequestContext, topic: Any) -> int:
     if topic.assignments:
         return len(topic.assignments)
     if topic.num_partitions == -1:
-        return int(ctx.broker.config["num.partitions"])
+        return ctx.broker.config.get_int("num.partitions")
     return max(topic.num_partitions, 0)
 
 
 def _create(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only: bool) -> Any:
     broker = ctx.broker
     name: str = topic.name
-    _configs.check_topic_name(name)
-    other = _configs.colliding_topic(name, broker.metadata.topics)
+    rules.check_topic_name(name)
+    other = rules.colliding_topic(name, broker.metadata.topics)
     if other is not None:
         raise InvalidTopic(f"Topic '{name}' collides with existing topic: {other}")
     if name in broker.metadata.topics:
         raise TopicAlreadyExists(f"Topic '{name}' already exists.")
     configs: dict[str, str | None] = {c.name: c.value for c in topic.configs}
-    _configs.validate_topic_configs(
-        configs, tiered=bool(broker.config["remote.log.storage.system.enable"])
+    rules.validate_topic_configs(
+        configs, tiered=broker.config.get_bool("remote.log.storage.system.enable")
     )
     overrides = {k: v for k, v in configs.items() if v is not None}
     plan = _plan(ctx, topic, changes)
-    limit = int(broker.config["max.partitions.per.topic"])
+    limit = broker.config.get_int("max.partitions.per.topic")
     if plan.partitions > limit:
         raise InvalidPartitions(
             f"Number of partitions {plan.partitions} exceeds max.partitions.per.topic={limit}."
@@ -217,10 +218,10 @@ def _plan(ctx: RequestContext, topic: Any, changes: Changes) -> _Plan:
         raise InvalidPartitions("Number of partitions was set to an invalid non-positive value.")
     partitions = topic.num_partitions
     if partitions == -1:
-        partitions = int(config["num.partitions"])
+        partitions = config.get_int("num.partitions")
     factor = topic.replication_factor
     if factor == -1:
-        factor = int(config["default.replication.factor"])
+        factor = config.get_int("default.replication.factor")
     brokers = len(changes.image.live_brokers())
     if factor > brokers:
         raise InvalidReplicationFactor(

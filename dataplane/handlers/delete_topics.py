@@ -65,7 +65,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
     wanted = _wanted(ctx, request)
-    if not ctx.broker.config["delete.topic.enable"]:
+    if not ctx.broker.config.get_bool("delete.topic.enable"):
         refusal: BrokerError = (
             InvalidRequest("Topic deletion is disabled.")
             if ctx.api_version < 3

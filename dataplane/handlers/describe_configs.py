@@ -9,7 +9,7 @@ one first; documentation (v3+) when asked. See ``_configs`` for the sources.
 A resource type Kafka does not know fails the whole request (INVALID_REQUEST for every
 resource, as Kafka); BROKER_LOGGER and CLIENT_METRICS are known to Kafka but not kept by
 Sluice: INVALID_REQUEST for that resource. GROUP "G" lists the group configs of
-``dataplane.group_config`` (G need not exist, as in Kafka; "" is INVALID_REQUEST).
+``dataplane.config.group_table`` (G need not exist, as in Kafka; "" is INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.config import rules
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import ConfigEntry, ResourceType
 from dataplane.handlers.context import RequestContext
@@ -61,7 +62,7 @@ def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry] | None:
     kind = resource.resource_type
     name: str = resource.resource_name
     if kind == ResourceType.TOPIC:
-        _configs.check_topic_name(name)
+        rules.check_topic_name(name)
         info = broker.metadata.topics.get(name)
         if info is None:
             return None

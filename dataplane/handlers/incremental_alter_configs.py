@@ -5,7 +5,7 @@ default when the key is not set; on other keys they are INVALID_CONFIG. Resource
 TOPIC (validated as in CreateTopics: INVALID_CONFIG naming the key, existence checked
 last as Kafka does) and BROKER "" (cluster-wide) or "N" (this broker): the dynamic
 broker configs of ``_configs``, whose failures are INVALID_REQUEST as in Kafka; GROUP "G"
-(``dataplane.group_config``; any non-empty name, as Kafka). Each
+(``dataplane.config.group_table``; any non-empty name, as Kafka). Each
 resource may appear once and each key once per resource; a null value is INVALID_REQUEST
 except for DELETE; an unknown operation is INVALID_REQUEST.
 """
@@ -16,8 +16,7 @@ import logging
 from typing import Any
 
 from dataplane.cluster.changes import Changes
-from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS
-from dataplane.group_config import GROUP_CONFIGS
+from dataplane.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import AlterOp, ResourceType
 from dataplane.handlers.context import RequestContext

@@ -36,7 +36,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if requested is not None and getattr(request, "allow_auto_topic_creation", True):
         topics = ctx.broker.metadata.topics
         missing = [w.name for w in requested if getattr(w, "name", None) and w.name not in topics]
-    if missing and ctx.broker.config["auto.create.topics.enable"]:
+    if missing and ctx.broker.config.get_bool("auto.create.topics.enable"):
         return _after_auto_create(ctx, request, requested, missing)
     return _answer(ctx, request, requested, {})
 

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    if broker.config["auto.create.topics.enable"]:
+    if broker.config.get_bool("auto.create.topics.enable"):
         topics = broker.metadata.topics
         missing = [
             t.name for t in request.topic_data if getattr(t, "name", None) and t.name not in topics
@@ -83,7 +83,7 @@ def _append(ctx: RequestContext, request: Any) -> Any:
                 plog = part.plog
                 min_isr = 1
                 if acks == -1:
-                    min_isr = int(broker.logs.topic_config(plog.topic, "min.insync.replicas"))
+                    min_isr = plog.config.get_int("min.insync.replicas")
                     part.check_min_isr(min_isr)
                 data = pdata.records
                 if data is None:

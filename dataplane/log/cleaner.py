@@ -124,7 +124,7 @@ class CleanResult:
 def plan_cleaning(plog: PartitionLog, now_ms: int, map_budget: int) -> CleanPlan | None:
     """Decide whether and what to clean (on the loop). None when nothing is due."""
     config = plog.config
-    if plog.closed or "compact" not in config("cleanup.policy"):
+    if plog.closed or "compact" not in config.get_list("cleanup.policy"):
         return None
     hw = plog.high_watermark
     start = plog.log_start_offset
@@ -141,7 +141,7 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, map_budget: int) -> CleanPlan
         if segment.next_offset <= start:
             continue  # wholly below the log start: retention deletes it
         candidates.append(segment)
-    lag = int(config("min.compaction.lag.ms"))
+    lag = config.get_int("min.compaction.lag.ms")
     cleanable = candidates
     if lag > 0:
         for i, segment in enumerate(candidates):
@@ -162,7 +162,7 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, map_budget: int) -> CleanPlan
     total = clean_bytes + dirty_bytes
     ratio = dirty_bytes / total if total else 0.0
     horizon_due = 0 <= plog.latest_delete_horizon <= now_ms
-    min_ratio = float(config("min.cleanable.dirty.ratio"))
+    min_ratio = config.get_float("min.cleanable.dirty.ratio")
     if not ((dirty_bytes > 0 and ratio > min_ratio) or horizon_due):
         return None
     return CleanPlan(
@@ -171,10 +171,10 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, map_budget: int) -> CleanPlan
         dirty_index=dirty_index,
         first_dirty=first_dirty,
         now_ms=now_ms,
-        delete_retention_ms=int(config("delete.retention.ms")),
+        delete_retention_ms=config.get_int("delete.retention.ms"),
         producer_last=plog.producers.last_batch_offsets(),
-        segment_bytes=int(config("segment.bytes")),
-        index_interval=int(config("index.interval.bytes")),
+        segment_bytes=config.get_int("segment.bytes"),
+        index_interval=config.get_int("index.interval.bytes"),
         map_budget=map_budget,
     )
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from dataplane.config import Settings
 from dataplane.durable import write_atomically
 from dataplane.log import retention
 from dataplane.log.leader_epochs import LeaderEpochCache
@@ -52,7 +53,7 @@ class RemoteTier(Protocol):
 class RetainedLog(Protocol):
     """What deletion reads and moves on the log it serves (a ``PartitionLog``)."""
 
-    config: ConfigView
+    config: Settings
     log_start_offset: int
     epochs: LeaderEpochCache
     remote_tier: RemoteTier | None
@@ -89,14 +90,14 @@ class LogDeletion:
         config = owner.config
         now = int(time.time() * 1000) if now_ms is None else now_ms
         deleted = 0
-        if "delete" in config("cleanup.policy"):
-            retention_ms = int(config("retention.ms"))
-            retention_bytes = int(config("retention.bytes"))
+        if "delete" in config.get_list("cleanup.policy"):
+            retention_ms = config.get_int("retention.ms")
+            retention_bytes = config.get_int("retention.bytes")
             uploaded: Callable[[Segment], bool] = _always
             if owner.tiered:
                 assert owner.remote_tier is not None
-                local_ms = int(config("local.retention.ms"))
-                local_bytes = int(config("local.retention.bytes"))
+                local_ms = config.get_int("local.retention.ms")
+                local_bytes = config.get_int("local.retention.bytes")
                 retention_ms = retention_ms if local_ms == -2 else local_ms
                 retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
                 remote_end = owner.remote_tier.end_offset()
@@ -201,7 +202,7 @@ class LogDeletion:
 
     def _delete_delay(self) -> float:
         try:
-            return int(self._log.config("file.delete.delay.ms")) / 1000
+            return self._log.config.get_seconds("file.delete.delay.ms")
         except KeyError:
             return 60.0
 

@@ -41,11 +41,11 @@ def checkpoint_high_watermarks(plogs: list[Any]) -> None:
 async def housekeeping_loop(broker: Any) -> None:
     logs = broker.logs
     config = broker.config
-    retention_every = int(config["log.retention.check.interval.ms"]) / 1000
-    cleaner_every = int(config["log.cleaner.backoff.ms"]) / 1000
+    retention_every = config.get_seconds("log.retention.check.interval.ms")
+    cleaner_every = config.get_seconds("log.cleaner.backoff.ms")
     cleaner = None
-    if config["log.cleaner.enable"]:
-        cleaner = LogCleaner(dedupe_buffer_size=int(config["log.cleaner.dedupe.buffer.size"]))
+    if config.get_bool("log.cleaner.enable"):
+        cleaner = LogCleaner(dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"))
     tick = min(1.0, retention_every, cleaner_every)
     next_retention = time.monotonic() + retention_every
     next_clean = time.monotonic() + cleaner_every

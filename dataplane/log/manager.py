@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataplane.config import TOPIC_CONFIGS, BrokerConfig
+from dataplane.config import TOPIC_CONFIGS, BrokerConfig, TopicSettings
 from dataplane.log.partition_log import PartitionLog, RemoteTier
 from dataplane.metadata import TopicInfo
 from wire.errors import UnknownTopicOrPartition
@@ -44,7 +44,7 @@ class LogManager:
         self._flush_waiters: list[asyncio.Future[None]] = []
         self._flush_task: asyncio.Task[None] | None = None
         self._dirty: set[PartitionLog] = set()
-        self._config_cache: dict[str, tuple[TopicInfo | None, dict[str, Any]]] = {}
+        self._config_cache: dict[str, tuple[TopicInfo | None, TopicSettings]] = {}
         self.tier_factory: Callable[[str, int], RemoteTier] | None = None
         """Makes each partition's remote tier, when the broker has tiered storage."""
 
@@ -60,17 +60,18 @@ class LogManager:
         """Forget cached effective configs (after a broker-level config change)."""
         self._config_cache.clear()
 
-    def _configs_of(self, topic: str) -> dict[str, Any]:
+    def _configs_of(self, topic: str) -> TopicSettings:
         info = self.metadata.topics.get(topic)
         cached = self._config_cache.get(topic)
         if cached is not None and cached[0] is info:
             return cached[1]
-        values: dict[str, Any] = {}
+        parsed: dict[str, Any] = {}
         for key, definition in TOPIC_CONFIGS.items():
             if info is not None and key in info.configs:
-                values[key] = definition.parse(info.configs[key])
+                parsed[key] = definition.parse(info.configs[key])
             else:
-                values[key] = self.config.topic_default(key)
+                parsed[key] = self.config.topic_default(key)
+        values = TopicSettings(parsed)
         self._config_cache[topic] = (info, values)
         return values
 
@@ -105,7 +106,7 @@ class LogManager:
             topic,
             partition,
             view,
-            max_producer_entries=int(self.config["max.producer.state.entries"]),
+            max_producer_entries=self.config.get_int("max.producer.state.entries"),
             settings=lambda: self._configs_of(topic),
         )
         if self.tier_factory is not None:
@@ -151,7 +152,7 @@ class LogManager:
 
     @property
     def fsync_on_append(self) -> bool:
-        return bool(self.config["log.flush.policy"] == "fsync")
+        return self.config.get_str("log.flush.policy") == "fsync"
 
     def sync(self, plog: PartitionLog) -> asyncio.Future[None]:
         """A future that resolves once everything written so far to ``plog`` is fsynced."""
@@ -216,7 +217,7 @@ class LogManager:
             plog.reap()
 
     def expire_producers(self, now_ms: int) -> None:
-        max_idle = int(self.config["producer.id.expiration.ms"])
+        max_idle = self.config.get_int("producer.id.expiration.ms")
         for plog in list(self.logs.values()):
             plog.producers.expire(now_ms, max_idle)
 

@@ -38,11 +38,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
+from dataplane.config import Settings, ViewSettings
 from dataplane.durable import write_atomically
 from dataplane.log.deletion import ConfigView, LogDeletion, RemoteTier
 from dataplane.log.loader import (
@@ -100,13 +100,14 @@ class PartitionLog:
         config: ConfigView,
         *,
         max_producer_entries: int = 5,
-        settings: Callable[[], Mapping[str, Any]] | None = None,
+        settings: Callable[[], Settings] | None = None,
     ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
-        self.config = config
-        self._settings = settings or (lambda: _SettingsView(config))
+        self.config: Settings = ViewSettings(config)
+        """The topic's effective settings, read one key at a time."""
+        self._settings: Callable[[], Settings] = settings or (lambda: self.config)
         """All effective topic settings at once (the append path reads several)."""
         self.auto_high_watermark = True
         """True: the high watermark is the log end offset. False: replication moves it."""
@@ -147,7 +148,7 @@ class PartitionLog:
         return f"{self.topic}-{self.partition}"
 
     def _index_interval(self) -> int:
-        return int(self.config("index.interval.bytes"))
+        return self.config.get_int("index.interval.bytes")
 
     def _notify(self) -> None:
         hook = self.on_change
@@ -224,7 +225,7 @@ class PartitionLog:
 
     @property
     def tiered(self) -> bool:
-        return self.remote_tier is not None and bool(self.config("remote.storage.enable"))
+        return self.remote_tier is not None and self.config.get_bool("remote.storage.enable")
 
     @property
     def first_offset(self) -> int:
@@ -248,7 +249,7 @@ class PartitionLog:
         again; its original offsets are returned.
         """
         config = self._settings()
-        max_message = int(config["max.message.bytes"])
+        max_message = config.get_int("max.message.bytes")
         newest = -1
         count = 0
         for header in headers:
@@ -260,20 +261,20 @@ class PartitionLog:
             count += header.last_offset_delta + 1
         now_ms = int(time.time() * 1000)
         log_append_time = -1
-        if config["message.timestamp.type"] == "LogAppendTime":
+        if config.get_str("message.timestamp.type") == "LogAppendTime":
             log_append_time = newest = now_ms
-        codec = TARGET_CODECS.get(config["compression.type"], -1)
+        codec = TARGET_CODECS.get(config.get_str("compression.type"), -1)
         checked, headers = validate_records(
             data,
             headers,
             topic_partition=self.name,
             now_ms=now_ms,
-            compacted="compact" in config["cleanup.policy"],
+            compacted="compact" in config.get_list("cleanup.policy"),
             log_append_time=log_append_time >= 0,
-            before_ms=int(config["message.timestamp.before.max.ms"]),
-            after_ms=int(config["message.timestamp.after.max.ms"]),
+            before_ms=config.get_int("message.timestamp.before.max.ms"),
+            after_ms=config.get_int("message.timestamp.after.max.ms"),
             codec=codec,
-            level=int(config[LEVEL_KEYS[codec]]) if codec in LEVEL_KEYS else None,
+            level=config.get_int(LEVEL_KEYS[codec]) if codec in LEVEL_KEYS else None,
         )
         if checked is not data:  # recompressed
             data = checked
@@ -299,8 +300,8 @@ class PartitionLog:
             count,
             newest,
             now_ms,
-            segment_bytes=config["segment.bytes"],
-            segment_ms=config["segment.ms"],
+            segment_bytes=config.get_int("segment.bytes"),
+            segment_ms=config.get_int("segment.ms"),
         ):
             self.roll()
         offset = local.segments[-1].next_offset
@@ -357,8 +358,8 @@ class PartitionLog:
             if header.leader_epoch != self.epochs.latest_epoch:
                 self.epochs.assign(header.leader_epoch, header.base_offset)
         config = self._settings()
-        segment_bytes = int(config["segment.bytes"])
-        segment_ms = int(config["segment.ms"])
+        segment_bytes = config.get_int("segment.bytes")
+        segment_ms = config.get_int("segment.ms")
         now_ms = int(time.time() * 1000)
         start = 0
         while start < len(headers):
@@ -429,7 +430,7 @@ class PartitionLog:
     def maybe_roll_by_time(self, now_ms: int | None = None) -> bool:
         """Background segment.ms roll of an active segment whose first append is too old."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        if self._local.active.idle_roll_due(now, int(self.config("segment.ms"))):
+        if self._local.active.idle_roll_due(now, self.config.get_int("segment.ms")):
             self.roll()
             return True
         return False
@@ -692,19 +693,3 @@ class PartitionLog:
 
     def segment_files(self) -> list[str]:
         return self._local.segment_files()
-
-
-class _SettingsView(Mapping[str, Any]):
-    """Settings read key by key through a config view (logs opened without a manager)."""
-
-    def __init__(self, view: ConfigView) -> None:
-        self._view = view
-
-    def __getitem__(self, key: str) -> Any:
-        return self._view(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0

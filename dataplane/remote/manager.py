@@ -84,20 +84,22 @@ class RemoteLogManager:
         self.broker = broker
         config = broker.config
         keys = ObjectStoreSettings.keys()
-        raw = {k: str(config[k]) for k in keys if str(config[k]) != ""}
+        raw = {k: config.get_str(k) for k in keys if config.get_str(k) != ""}
         self.settings = ObjectStoreSettings.from_properties(raw)
         self.store = S3ObjectStore(self.settings)
         self.cluster_id = broker.metadata.cluster_id
         self.cache = ChunkCache(
             Path(config.data_dir) / CACHE_DIR,
-            int(config["remote.fetch.cache.bytes"]),
-            int(config["remote.fetch.chunk.bytes"]),
-            int(config["remote.fetch.readahead.chunks"]),
+            config.get_int("remote.fetch.cache.bytes"),
+            config.get_int("remote.fetch.chunk.bytes"),
+            config.get_int("remote.fetch.readahead.chunks"),
         )
         self.reader = RemoteReader(self.store, self.cache, self.cluster_id)
-        self.copier_threads = int(config["remote.log.manager.copier.thread.pool.size"])
+        self.copier_threads = config.get_int("remote.log.manager.copier.thread.pool.size")
         self.copiers = ThreadPoolExecutor(self.copier_threads, "remote-copy")
-        self.readers = ThreadPoolExecutor(int(config["remote.log.reader.threads"]), "remote-read")
+        self.readers = ThreadPoolExecutor(
+            config.get_int("remote.log.reader.threads"), "remote-read"
+        )
         self._backoff: dict[tuple[str, int], _Backoff] = {}
         self._copying: set[str] = set()
         """Segment ids whose upload runs on this broker now."""
@@ -122,7 +124,7 @@ class RemoteLogManager:
         self.cache.close()
 
     async def _run(self) -> None:
-        interval = int(self.broker.config["remote.log.manager.task.interval.ms"]) / 1000
+        interval = self.broker.config.get_seconds("remote.log.manager.task.interval.ms")
         while True:
             await asyncio.sleep(interval)
             controller = self.broker.cluster.controller
@@ -169,8 +171,8 @@ class RemoteLogManager:
 
     def _fail(self, key: tuple[str, int], name: str, exc: Exception) -> None:
         config = self.broker.config
-        first = int(config["remote.log.manager.task.retry.backoff.ms"]) / 1000
-        most = int(config["remote.log.manager.task.retry.backoff.max.ms"]) / 1000
+        first = config.get_seconds("remote.log.manager.task.retry.backoff.ms")
+        most = config.get_seconds("remote.log.manager.task.retry.backoff.max.ms")
         backoff = self._backoff.setdefault(key, _Backoff())
         backoff.failures += 1
         wait = min(most, first * 2 ** (backoff.failures - 1))
@@ -191,7 +193,7 @@ class RemoteLogManager:
     async def _maintain(self, part: Partition) -> None:
         await self._clean_leftovers(part)
         await self._expire(part)
-        if not bool(part.plog.config("remote.log.copy.disable")):
+        if not part.plog.config.get_bool("remote.log.copy.disable"):
             while await self._copy_next(part):
                 pass
 
@@ -257,8 +259,8 @@ class RemoteLogManager:
             return
         plog = part.plog
         now_ms = int(time.time() * 1000)
-        retention_ms = int(plog.config("retention.ms"))
-        retention_bytes = int(plog.config("retention.bytes"))
+        retention_ms = plog.config.get_int("retention.ms")
+        retention_bytes = plog.config.get_int("retention.bytes")
         # the log's size: what is remote, plus local segments holding offsets that are not
         remote_end = remote.end_offset()
         local_only = sum(s.size for s in plog.segments if s.next_offset > remote_end)
@@ -370,7 +372,7 @@ class RemoteLogManager:
         segment = self.segment_for(plog, offset)
         if segment is None:
             raise OffsetOutOfRange(f"offset {offset} of {plog.name} is in neither tier")
-        timeout = int(self.broker.config["remote.fetch.max.wait.ms"]) / 1000
+        timeout = self.broker.config.get_seconds("remote.fetch.max.wait.ms")
         try:
             data: bytes = await asyncio.wait_for(
                 self._in(self.readers, self.reader.read, segment, offset, max_bytes), timeout

@@ -85,7 +85,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ loop
 
     def _setting(self, key: str) -> int:
-        return int(self.manager.broker.config[key])
+        return self.manager.broker.config.get_int(key)
 
     async def _run(self) -> None:
         backoff = self._setting("replica.fetch.backoff.ms") / 1000

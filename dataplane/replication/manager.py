@@ -169,7 +169,7 @@ class ReplicaManager:
             for key, part in list(self.partitions.items()):
                 if not part.is_leader or part.state is None or key in self._isr_requests:
                     continue
-                lag = int(self.broker.config["replica.lag.time.max.ms"]) / 1000
+                lag = self.broker.config.get_seconds("replica.lag.time.max.ms")
                 shrink = part.isr_to_shrink(now, lag)
                 expand = part.isr_to_expand()
                 if not shrink and not expand:

@@ -8,6 +8,7 @@ answers are compared as sets (Kafka lists group configs in hash order).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -142,6 +143,24 @@ def legacy(client: RawClient, name: str, configs: dict[str, str]) -> Any:
     return result.error_code.name, result.error_message
 
 
+def settled(client: RawClient, group: str, ops: list[tuple[str, int, str | None]]) -> Any:
+    """The group's configs once they show ``ops`` (Kafka applies a committed change on its
+    broker a moment after it answers the alter)."""
+    deadline = time.monotonic() + 10
+    while True:
+        described = describe(client, group)
+        shown = {c[0]: (c[1], c[3]) for c in described[2]}
+        if (
+            all(
+                (op == SET and shown.get(k, (None,))[0] == v) or (op == DELETE and shown[k][1] != 8)
+                for k, op, v in ops
+            )
+            or time.monotonic() > deadline
+        ):
+            return described
+        time.sleep(0.05)
+
+
 def scenario(bootstrap: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     group = unique("gcfg")
@@ -150,10 +169,10 @@ def scenario(bootstrap: str) -> dict[str, Any]:
         seen["describe empty name"] = describe(client, "")
         seen["alter empty name"] = incremental(client, "", CASES[0])
         for i, ops in enumerate(CASES):
-            seen[f"case {i} {ops}"] = incremental(client, group, ops)
-            seen[f"case {i} after"] = describe(client, group)
+            seen[f"case {i} {ops}"] = answer = incremental(client, group, ops)
+            seen[f"case {i} after"] = settled(client, group, ops if answer[0] == "none" else [])
         seen["legacy"] = legacy(client, group, {"share.delivery.count.limit": "3"})
-        seen["legacy after"] = describe(client, group)
+        seen["legacy after"] = settled(client, group, [("share.delivery.count.limit", SET, "3")])
         seen["legacy bad"] = legacy(client, group, {"share.delivery.count.limit": "30"})
         seen["selected keys"] = describe(client, group, ("share.delivery.count.limit",))
     return seen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS
+from dataplane.config import BROKER_CONFIGS, TOPIC_CONFIGS, rules
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import AlterOp
 from wire.errors import InvalidConfig, InvalidRequest, InvalidTopic
@@ -55,26 +55,26 @@ from wire.errors import InvalidConfig, InvalidRequest, InvalidTopic
 )
 def test_values_are_refused_with_kafkas_message(key: str, raw: str, message: str) -> None:
     with pytest.raises(InvalidConfig) as info:
-        _configs.parse_value(TOPIC_CONFIGS[key], raw)
+        rules.parse_value(TOPIC_CONFIGS[key], raw)
     assert info.value.message == message
 
 
 def test_values_parse_as_the_log_manager_reads_them() -> None:
-    assert _configs.parse_value(TOPIC_CONFIGS["retention.ms"], " 60000 ") == 60000
-    assert _configs.parse_value(TOPIC_CONFIGS["cleanup.policy"], "compact, delete") == [
+    assert rules.parse_value(TOPIC_CONFIGS["retention.ms"], " 60000 ") == 60000
+    assert rules.parse_value(TOPIC_CONFIGS["cleanup.policy"], "compact, delete") == [
         "compact",
         "delete",
     ]
-    assert _configs.parse_value(TOPIC_CONFIGS["unclean.leader.election.enable"], "TRUE")
-    assert _configs.parse_value(TOPIC_CONFIGS["min.cleanable.dirty.ratio"], "0.25") == 0.25
+    assert rules.parse_value(TOPIC_CONFIGS["unclean.leader.election.enable"], "TRUE")
+    assert rules.parse_value(TOPIC_CONFIGS["min.cleanable.dirty.ratio"], "0.25") == 0.25
 
 
 def test_topic_config_sets() -> None:
     with pytest.raises(InvalidConfig, match=r"^Unknown topic config name: no\.such\.key$"):
-        _configs.validate_topic_configs({"retention.ms": "x", "no.such.key": "1"})
+        rules.validate_topic_configs({"retention.ms": "x", "no.such.key": "1"})
     with pytest.raises(InvalidConfig, match="Null value not supported for topic configs: a,b"):
-        _configs.validate_topic_configs({"a": None, "b": None})
-    _configs.validate_topic_configs({"retention.ms": "1000", "cleanup.policy": ""})
+        rules.validate_topic_configs({"a": None, "b": None})
+    rules.validate_topic_configs({"retention.ms": "1000", "cleanup.policy": ""})
 
 
 def test_broker_configs_are_dynamic_only_for_log_settings() -> None:
@@ -82,9 +82,9 @@ def test_broker_configs_are_dynamic_only_for_log_settings() -> None:
     assert "num.partitions" not in _configs.DYNAMIC_BROKER_KEYS
     assert _configs.DYNAMIC_BROKER_KEYS.issubset(BROKER_CONFIGS)
     with pytest.raises(InvalidRequest, match=r"dynamically: \[node.id, num.partitions\]"):
-        _configs.validate_broker_configs({"num.partitions": "2", "node.id": "3"})
+        rules.validate_broker_configs({"num.partitions": "2", "node.id": "3"})
     with pytest.raises(InvalidRequest, match="Not a number of type INT"):
-        _configs.validate_broker_configs({"message.max.bytes": "big"})
+        rules.validate_broker_configs({"message.max.bytes": "big"})
 
 
 def test_incremental_operations() -> None:
@@ -121,21 +121,21 @@ def test_incremental_operations() -> None:
 )
 def test_topic_names(name: str, message: str) -> None:
     with pytest.raises(InvalidTopic) as info:
-        _configs.check_topic_name(name)
+        rules.check_topic_name(name)
     assert info.value.message == message
 
 
 def test_collisions() -> None:
-    assert _configs.colliding_topic("a_b", ["a.b", "c"]) == "a.b"
-    assert _configs.colliding_topic("a_b", ["a_b"]) is None
-    assert _configs.colliding_topic("ab", ["a.b"]) is None
+    assert rules.colliding_topic("a_b", ["a.b", "c"]) == "a.b"
+    assert rules.colliding_topic("a_b", ["a_b"]) is None
+    assert rules.colliding_topic("ab", ["a.b"]) is None
 
 
 def test_remote_storage_needs_tiered_brokers_and_no_compaction() -> None:
     tiered = {"remote.storage.enable": "true"}
-    _configs.validate_topic_configs(tiered, tiered=True)
-    _configs.validate_topic_configs({"remote.storage.enable": "false"}, tiered=False)
+    rules.validate_topic_configs(tiered, tiered=True)
+    rules.validate_topic_configs({"remote.storage.enable": "false"}, tiered=False)
     with pytest.raises(InvalidConfig, match="Tiered Storage functionality is disabled"):
-        _configs.validate_topic_configs(tiered, tiered=False)
+        rules.validate_topic_configs(tiered, tiered=False)
     with pytest.raises(InvalidConfig, match="unsupported for the compacted topics"):
-        _configs.validate_topic_configs({**tiered, "cleanup.policy": "compact"}, tiered=True)
+        rules.validate_topic_configs({**tiered, "cleanup.policy": "compact"}, tiered=True)

@@ -13,7 +13,7 @@ import pytest
 
 from dataplane.cluster import records
 from dataplane.cluster.image import MetadataImage
-from dataplane.config import BrokerConfig
+from dataplane.config import BrokerConfig, Settings, ViewSettings
 from dataplane.log.housekeeping import housekeeping_loop
 from dataplane.log.manager import LogManager
 from dataplane.log.segment import segment_name
@@ -185,12 +185,12 @@ async def test_housekeeping_applies_retention_and_rolls(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "old-0")
 
 
-def _override(view: object, **values: object) -> object:
+def _override(settings: Settings, **values: object) -> Settings:
     mapped = {k.replace("_", "."): v for k, v in values.items()}
 
     def lookup(key: str) -> object:
         if key in mapped:
             return mapped[key]
-        return view(key)  # type: ignore[operator]
+        return settings[key]
 
-    return lookup
+    return ViewSettings(lookup)

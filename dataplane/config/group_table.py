@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dataplane.config import ConfigDef, ConfigType
+from dataplane.config.defs import ConfigDef, ConfigType
 from wire.errors import InvalidConfig
 
 NOT_ACTED = (
