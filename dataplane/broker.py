@@ -12,28 +12,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime
 import logging
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.image import Delta, MetadataImage
 from dataplane.cluster.member import ClusterMember
 from dataplane.cluster.producer_ids import ProducerIdManager
+from dataplane.cluster.topics import NewTopic
 from dataplane.config import BROKER_CONFIGS, BrokerConfig
 from dataplane.durable import write_atomically
+from dataplane.groups.coordinator import GroupCoordinator
+from dataplane.log.housekeeping import housekeeping_loop
 from dataplane.log.manager import LogManager
 from dataplane.metadata import TopicInfo
+from dataplane.remote.manager import RemoteLogManager
 from dataplane.replication.manager import ReplicaManager
 from wire.errors import InvalidConfig
-
-if TYPE_CHECKING:
-    from dataplane.groups.coordinator import GroupCoordinator
-    from dataplane.remote.manager import RemoteLogManager
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +55,15 @@ class Broker:
         self.producer_ids = ProducerIdManager(
             self.cluster.allocate_producer_ids, config.get_seconds("producer.id.wait.ms")
         )
-        self.replicas = ReplicaManager(self)
+        self.replicas = ReplicaManager(config, self.metadata, self.logs, self.cluster)
         self.remote: RemoteLogManager | None = None
         if config.get_bool("remote.log.storage.system.enable"):
-            from dataplane.remote.manager import RemoteLogManager
-
-            self.remote = RemoteLogManager(self)
+            self.remote = RemoteLogManager(config, self.metadata, self.cluster, self.replicas)
             self.logs.tier_factory = self.remote.tier_for
-        self.groups: GroupCoordinator | None = None
+            self.replicas.snapshot_source = self.remote
+        self.groups = GroupCoordinator(
+            config, self.metadata, self.cluster, self.replicas, self.logs
+        )
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self.static_config_values = dict(config.values)
@@ -82,19 +79,17 @@ class Broker:
     async def start(self) -> None:
         """Join the cluster: replay the metadata log, register, then open for clients."""
         self.logs.remove_leftover_deletions()
-        from dataplane.groups.coordinator import GroupCoordinator
-
-        self.groups = GroupCoordinator(self)
         self.replicas.start()
         await self.cluster.start()
+        if self.remote is not None and self.cluster.controller is not None:
+            self.cluster.controller.remote_cleanup = self.remote.delete_topic_objects
         await self.cluster.wait_registered(STARTUP_TIMEOUT_S)
         self.replicas.activate()
         await self.groups.start()
         if self.remote is not None:
             await self.remote.start()
-        from dataplane.log.housekeeping import housekeeping_loop
-
-        self._tasks.append(asyncio.get_running_loop().create_task(housekeeping_loop(self)))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(housekeeping_loop(self.logs, self.config)))
 
     async def stop(self) -> None:
         await self.cluster.shut_down_gracefully()
@@ -104,8 +99,7 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.producer_ids.stop()
-        if self.groups is not None:
-            await self.groups.stop()
+        await self.groups.stop()
         if self.remote is not None:
             await self.remote.stop()
         await self.replicas.stop()
@@ -123,54 +117,9 @@ class Broker:
         pending = self.topic_removals.get(name)
         if pending is not None:
             await asyncio.gather(pending, return_exceptions=True)
-        if await self.create_topic_via_controller(name, -1, -1, {}, "sluice-auto-create"):
+        if await self.cluster.create_topic(NewTopic(name)):
             log.info("auto-created topic %s", name)
         return await self.await_topic(name)
-
-    async def create_topic_via_controller(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int,
-        configs: dict[str, str],
-        client_id: str = "sluice-internal",
-    ) -> bool:
-        """Create a topic as a CreateTopics request would (decided on the controller,
-        forwarded when this broker is not it); -1 means the broker default. True if it was
-        created, False if it existed; raises the creation's error otherwise."""
-        from kio.schema.create_topics.v7 import request as create_req
-        from kio.schema.types import TopicName
-        from kio.static.primitive import i16, i32, i32Timedelta
-
-        from dataplane.handlers import create_topics
-        from dataplane.handlers.context import RequestContext
-        from wire.errors import BrokerError
-
-        request = create_req.CreateTopicsRequest(
-            topics=(
-                create_req.CreatableTopic(
-                    name=TopicName(name),
-                    num_partitions=i32(partitions),
-                    replication_factor=i16(replication_factor),
-                    assignments=(),
-                    configs=tuple(
-                        create_req.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()
-                    ),
-                ),
-            ),
-            timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            validate_only=False,
-        )
-        ctx = RequestContext(self, create_topics.API_KEY, 7, 0, client_id)
-        response = create_topics.handle(ctx, request)
-        if hasattr(response, "__await__"):
-            response = await response
-        result = response.topics[0]
-        if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
-            error = BrokerError(result.error_message or result.error_code.name)
-            error.code = result.error_code
-            raise error
-        return bool(result.error_code == ErrorCode.none)
 
     async def await_topic(self, name: str, timeout: float = 10.0) -> TopicInfo | None:
         """The topic once this broker's image has it (a forwarded creation commits on the
@@ -188,15 +137,13 @@ class Broker:
         if delta.broker_configs or delta.restored:
             self.apply_dynamic_configs()
         self.replicas.on_metadata(delta)
-        if self.groups is not None:
-            self.groups.on_metadata(delta)
+        self.groups.on_metadata(delta)
 
     def _remove_topic_locally(self, info: TopicInfo) -> None:
         """A deleted topic: its offsets go, its partition directories go in a task. Until
         that task ends the name stays in ``topic_removals``: creating the topic again
         waits for it, so a new incarnation never reuses an old partition log."""
-        if self.groups is not None:
-            self.groups.on_topic_deleted(info.name)
+        self.groups.on_topic_deleted(info.name)
         task = asyncio.get_running_loop().create_task(self._remove_topic(info))
         self.topic_removals[info.name] = task
 

@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
 DEMO_DIR = Path(".demo")
 COUNT = 10_000
 
@@ -38,9 +41,6 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path) -> None
 
 
 def main() -> None:
-    from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     shutil.rmtree(DEMO_DIR, ignore_errors=True)
     DEMO_DIR.mkdir()
     port = _free_port()

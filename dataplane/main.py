@@ -17,7 +17,11 @@ import signal
 import sys
 from pathlib import Path
 
+import uvloop
+
+from dataplane.broker import Broker
 from dataplane.config import BrokerConfig, read_properties
+from dataplane.server import KafkaServer
 from wire.errors import InvalidConfig
 
 log = logging.getLogger("sluice.broker")
@@ -56,9 +60,6 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
-    from dataplane.broker import Broker
-    from dataplane.server import KafkaServer
-
     broker = Broker(config)
     await broker.start()
     server = KafkaServer(broker)
@@ -115,8 +116,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sluice-broker: {exc.message}", file=sys.stderr)
         return 2
     try:
-        import uvloop
-
         uvloop.run(serve(config))
     except InvalidConfig as exc:
         print(f"sluice-broker: {exc.message}", file=sys.stderr)

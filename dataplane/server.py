@@ -14,12 +14,13 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from collections.abc import Awaitable
 from typing import Any, cast
 
 from dataplane.broker import Broker
-from dataplane.handlers import HANDLERS, SERVED_VERSIONS
 from dataplane.handlers.api_versions import unsupported_version_response
 from dataplane.handlers.context import RequestContext
+from dataplane.handlers.registry import SERVED
 from wire.framing import decode_request, encode_response, peek_header
 
 log = logging.getLogger(__name__)
@@ -164,11 +165,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _handle_frame(self, frame: bytes | memoryview) -> None:
         head = peek_header(frame)
         key, version = head.api_key, head.api_version
-        handler = HANDLERS.get(key)
-        if handler is None:
+        served = SERVED.get(key)
+        if served is None:
             self.close(f"unknown or unsupported API key {key}")
             return
-        low, high = SERVED_VERSIONS[key]
+        low, high = served.versions
         if not low <= version <= high:
             if key == API_VERSIONS:
                 self._enqueue_ready(head.correlation_id, unsupported_version_response())
@@ -185,12 +186,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.broker, key, version, head.correlation_id, header.client_id, self.peer
         )
         try:
-            result = handler(ctx, request)
+            result = served.handle(ctx, request)
         except Exception:
             log.exception("handler of API %d v%d failed; closing %s", key, version, self.peer)
             self.close("internal error")
             return
-        if hasattr(result, "__await__"):  # cheaper than inspect.isawaitable per request
+        if isinstance(result, Awaitable):
             slot = _Slot()
             self._queue.append(slot)
             task = asyncio.ensure_future(self._await(slot, head.correlation_id, result))

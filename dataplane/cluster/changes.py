@@ -10,17 +10,40 @@ every earlier decision, so nothing it reads can go stale before its records comm
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from dataplane.cluster import records as r
 
 if TYPE_CHECKING:
-    from dataplane.cluster.controller import QuorumController
+    from dataplane.cluster.image import MetadataImage
+
+
+class Decider(Protocol):
+    """What a decision may ask of the controller that makes it (``QuorumController``):
+    placement and the records of partition state changes, all read from its image."""
+
+    image: MetadataImage
+
+    def place(
+        self, name: str, partitions: Iterable[int], replication_factor: int
+    ) -> dict[int, list[int]]: ...
+
+    def check_assignment(self, replicas: Sequence[int]) -> None: ...
+
+    def new_partition(
+        self, topic_id: str, partition: int, replicas: Sequence[int]
+    ) -> r.Partition: ...
+
+    def fence_records(self, broker_id: int) -> list[r.Record]: ...
+
+    def reassignment(
+        self, topic: str, partition: int, target: Sequence[int] | None
+    ) -> r.Partition | None: ...
 
 
 class Changes:
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: Decider) -> None:
         self.controller = controller
         self.image = controller.image
         self.records: list[r.Record] = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import time
 import uuid
@@ -26,19 +27,24 @@ from kio.schema.allocate_producer_ids.v0 import request as allocate_req
 from kio.schema.alter_partition.v3 import request as alter_req
 from kio.schema.broker_heartbeat.v1 import request as heartbeat_req
 from kio.schema.broker_registration.v4 import request as register_req
+from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.errors import ErrorCode
-from kio.schema.types import BrokerId
-from kio.static.primitive import i8, i16, i32, i64, u16
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16
 
 from dataplane.cluster import records as r
 from dataplane.cluster.controller import QuorumController
 from dataplane.cluster.image import MetadataImage, PartitionState
+from dataplane.cluster.topics import NewTopic, create_topic
+from dataplane.raft.server import RaftServer
+from dataplane.raft.transport import LocalTransport, TcpTransport
 from wire.client import Channels
 from wire.errors import (
     BrokerError,
     InvalidConfig,
     NotController,
     StaleBrokerEpoch,
+    TopicAlreadyExists,
     exception_for,
 )
 from wire.internal import RemoteLogMetadataRequest
@@ -121,9 +127,6 @@ class ClusterMember:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        from dataplane.raft.server import RaftServer
-        from dataplane.raft.transport import LocalTransport, TcpTransport
-
         voters = [self.node_id] if self.standalone else sorted(self.voters)
         transport: Any
         if self.standalone:
@@ -266,6 +269,46 @@ class ClusterMember:
             if time.monotonic() >= deadline:
                 return response
             await asyncio.sleep(0.05 if attempt < 10 else 0.2)
+
+    # ------------------------------------------------------------------ topics
+
+    async def create_topic(self, topic: NewTopic, timeout: float = 30.0) -> bool:
+        """Create ``topic`` through the active controller — decided here when this broker
+        is it, else sent as a CreateTopics request — and wait until this broker's image
+        holds it. True if created, False if it existed; raises the creation's error."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                created = await self._create_topic_once(topic, deadline - time.monotonic())
+                break
+            except NotController:
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(0.05)
+        while topic.name not in self.image.topics:
+            if time.monotonic() >= deadline:
+                raise NotController(f"topic {topic.name} not in this broker's metadata yet")
+            await asyncio.sleep(0.01)
+        return created
+
+    async def _create_topic_once(self, topic: NewTopic, timeout: float) -> bool:
+        local = self.local_controller()
+        if local is not None:
+            try:
+                await local.decide(lambda changes: create_topic(changes, self.config, topic))
+            except TopicAlreadyExists:
+                return False
+            return True
+        try:
+            response = await self.send_to_controller(_create_topics_request(topic), timeout)
+        except ControllerIsLocal:
+            return await self._create_topic_once(topic, timeout)
+        (result,) = response.topics
+        if result.error_code == ErrorCode.topic_already_exists:
+            return False
+        if result.error_code != ErrorCode.none:
+            raise exception_for(result.error_code, result.error_message or "")
+        return True
 
     # ------------------------------------------------------------------ producer ids
 
@@ -493,3 +536,27 @@ class ClusterMember:
                         state.partition,
                         part.error_code.name,
                     )
+
+
+def _create_topics_request(topic: NewTopic) -> create_req.CreateTopicsRequest:
+    return create_req.CreateTopicsRequest(
+        topics=(
+            create_req.CreatableTopic(
+                name=TopicName(topic.name),
+                num_partitions=i32(topic.partitions),
+                replication_factor=i16(topic.replication_factor),
+                assignments=tuple(
+                    create_req.CreatableReplicaAssignment(
+                        partition_index=i32(index), broker_ids=tuple(BrokerId(b) for b in ids)
+                    )
+                    for index, ids in topic.assignment
+                ),
+                configs=tuple(
+                    create_req.CreatableTopicConfig(name=k, value=v)
+                    for k, v in topic.configs.items()
+                ),
+            ),
+        ),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        validate_only=False,
+    )

@@ -62,7 +62,11 @@ from wire.errors import (
 )
 
 if TYPE_CHECKING:
-    from dataplane.broker import Broker
+    from dataplane.cluster.image import MetadataImage
+    from dataplane.cluster.member import ClusterMember
+    from dataplane.config import BrokerConfig
+    from dataplane.log.manager import LogManager
+    from dataplane.replication.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +98,18 @@ class CommitOutcome:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.storage = OffsetsTopic(broker)
-        self.membership = Membership(broker.config, self.storage)
+    def __init__(
+        self,
+        config: BrokerConfig,
+        image: MetadataImage,
+        cluster: ClusterMember,
+        replicas: ReplicaManager,
+        logs: LogManager,
+    ) -> None:
+        self.config = config
+        self.image = image
+        self.storage = OffsetsTopic(config, image, cluster, replicas, logs)
+        self.membership = Membership(config, self.storage)
         self.offsets = OffsetStore()
         self._expiry_task: asyncio.Task[None] | None = None
 
@@ -219,7 +231,7 @@ class GroupCoordinator:
         if key_type == GROUP_KEY_TYPE:
             if not self.active:
                 raise CoordinatorNotAvailable()
-            image = self.broker.metadata
+            image = self.image
             if OFFSETS_TOPIC not in image.topics:
                 raise CoordinatorNotAvailable()
             state = image.partition(OFFSETS_TOPIC, self.storage.partition_for(key))
@@ -255,7 +267,7 @@ class GroupCoordinator:
             self.membership.reschedule_heartbeat(group, member)  # a commit keeps the session
         now = int(time.time() * 1000)
         expire = now + retention_ms if retention_ms != -1 else -1
-        limit = self.broker.config.get_int("offset.metadata.max.bytes")
+        limit = self.config.get_int("offset.metadata.max.bytes")
         errors: list[BrokerError | None] = []
         records: list[Record] = []
         applied: list[tuple[OffsetCommitEntry, CommittedOffset]] = []
@@ -463,7 +475,7 @@ class GroupCoordinator:
     def expire_offsets(self, now_ms: int | None = None) -> int:
         """Tombstone expired offsets, and Empty groups left without offsets; returns a count."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        retention = self.broker.config.get_int("offsets.retention.minutes") * 60000
+        retention = self.config.get_int("offsets.retention.minutes") * 60000
         removed = 0
         for group_id in list(self.groups):
             group = self.groups[group_id]

@@ -36,7 +36,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dataplane.groups.records import subscribed_topics
+from dataplane.groups.records import (
+    GroupValue,
+    MemberValue,
+    encode_group_key,
+    encode_group_value,
+    subscribed_topics,
+)
 from wire.errors import BrokerError, CorruptRecord, FencedInstanceId, UnknownMemberId
 
 UNKNOWN_MEMBER_ID = ""
@@ -97,6 +103,32 @@ class SyncResult:
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str | None
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    client_id: str
+    client_host: str
+    api_version: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str | None
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: dict[str, bytes]
 
 
 @dataclass(eq=False, slots=True)
@@ -210,6 +242,34 @@ class ClassicGroup:
         except (CorruptRecord, ValueError):
             return None
         return frozenset(topics)
+
+    def metadata_record(self, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
+        """This group's metadata record for ``__consumer_offsets``, with ``assignment``."""
+        protocol = self.protocol_name
+        members: tuple[MemberValue, ...] = ()
+        if protocol is not None:
+            members = tuple(
+                MemberValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(protocol),
+                    assignment.get(m.member_id, b""),
+                )
+                for m in self.members.values()
+            )
+        value = GroupValue(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=protocol,
+            leader=self.leader_id if protocol is not None else None,
+            current_state_timestamp=self.state_timestamp_ms,
+            members=members,
+        )
+        return encode_group_key(self.group_id), encode_group_value(value)
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]

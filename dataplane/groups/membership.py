@@ -35,19 +35,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dataplane.groups.group import (
     UNKNOWN_MEMBER_ID,
     ClassicGroup,
     GroupState,
+    JoinRequest,
     JoinResult,
     Member,
-    Protocols,
+    SyncRequest,
     SyncResult,
 )
-from dataplane.groups.records import GroupValue, MemberValue, encode_group_key, encode_group_value
 from dataplane.groups.timer import Timer
 from wire.errors import (
     BrokerError,
@@ -77,32 +76,6 @@ PREPARING = GroupState.PREPARING_REBALANCE
 COMPLETING = GroupState.COMPLETING_REBALANCE
 STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str | None
-    member_id: str
-    group_instance_id: str | None
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    client_id: str
-    client_host: str
-    api_version: int
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    group_id: str | None
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str | None
-    protocol_name: str | None
-    assignments: dict[str, bytes]
 
 
 def _heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -172,43 +145,14 @@ class Membership:
 
     # ------------------------------------------------------------------ persistence
 
-    @staticmethod
-    def group_record(group: ClassicGroup, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
-        """The group metadata record of ``group`` with the given assignments."""
-        protocol = group.protocol_name
-        members: tuple[MemberValue, ...] = ()
-        if protocol is not None:
-            members = tuple(
-                MemberValue(
-                    m.member_id,
-                    m.group_instance_id,
-                    m.client_id,
-                    m.client_host,
-                    m.rebalance_timeout_ms,
-                    m.session_timeout_ms,
-                    m.metadata(protocol),
-                    assignment.get(m.member_id, b""),
-                )
-                for m in group.members.values()
-            )
-        value = GroupValue(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id if protocol is not None else None,
-            current_state_timestamp=group.state_timestamp_ms,
-            members=members,
-        )
-        return encode_group_key(group.group_id), encode_group_value(value)
-
     def _store_group(
         self, group: ClassicGroup, assignment: dict[str, bytes]
     ) -> asyncio.Future[None] | None:
-        return self.storage.append(group.group_id, [self.group_record(group, assignment)])
+        return self.storage.append(group.group_id, [group.metadata_record(assignment)])
 
     def _store_quietly(self, group: ClassicGroup) -> None:
         """Write the group's metadata where a failure only costs a rebalance after restart."""
-        record = self.group_record(group, group.assignments())
+        record = group.metadata_record(group.assignments())
         self.storage.append_detached(group.group_id, [record], "metadata")
 
     # ------------------------------------------------------------------ join

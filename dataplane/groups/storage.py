@@ -21,12 +21,17 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from dataplane.cluster.topics import NewTopic
 from dataplane.log.partition_log import PartitionLog
 from wire.errors import BrokerError, CoordinatorNotAvailable, CorruptRecord, NotCoordinator
 from wire.record_batch import decode_records, encode_batch, iter_headers
 
 if TYPE_CHECKING:
-    from dataplane.broker import Broker
+    from dataplane.cluster.image import MetadataImage
+    from dataplane.cluster.member import ClusterMember
+    from dataplane.config import BrokerConfig
+    from dataplane.log.manager import LogManager
+    from dataplane.replication.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -58,32 +63,43 @@ def partition_for(key: str, partitions: int) -> int:
 
 
 class OffsetsTopic:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        image: MetadataImage,
+        cluster: ClusterMember,
+        replicas: ReplicaManager,
+        logs: LogManager,
+    ) -> None:
+        self.config = config
+        self.image = image
+        self.cluster = cluster
+        self.replicas = replicas
+        self.logs = logs
         self.loaded: set[int] = set()
         """Partitions whose groups this broker coordinates (it leads them, replayed)."""
         self._creating: asyncio.Task[None] | None = None
 
     @property
     def partitions(self) -> int:
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        info = self.image.topics.get(OFFSETS_TOPIC)
         if info is not None:
             return info.partitions
-        return self.broker.config.get_int("offsets.topic.num.partitions")
+        return self.config.get_int("offsets.topic.num.partitions")
 
     async def ensure_topic(self) -> None:
         """Create the topic if it does not exist (compacted, offsets.topic.num.partitions,
         offsets.topic.replication.factor capped at the cluster's size)."""
-        if OFFSETS_TOPIC in self.broker.metadata.topics:
+        if OFFSETS_TOPIC in self.image.topics:
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(self._create())
         await asyncio.shield(self._creating)
 
     async def _create(self) -> None:
-        member = self.broker.cluster
-        image = self.broker.metadata
-        wanted = self.broker.config.get_int("offsets.topic.replication.factor")
+        member = self.cluster
+        image = self.image
+        wanted = self.config.get_int("offsets.topic.replication.factor")
         size = max(len(image.brokers), len(member.voters), 1)
         factor = min(wanted, size)
         if len(image.live_brokers()) < factor:
@@ -91,20 +107,22 @@ class OffsetsTopic:
                 f"{OFFSETS_TOPIC} needs {factor} live brokers; "
                 f"{len(image.live_brokers())} are registered"
             )
-        count = self.broker.config.get_int("offsets.topic.num.partitions")
+        count = self.config.get_int("offsets.topic.num.partitions")
         log.info(
             "creating %s with %d partitions, replication factor %d", OFFSETS_TOPIC, count, factor
         )
-        await self.broker.create_topic_via_controller(
-            OFFSETS_TOPIC,
-            count,
-            factor,
-            # producer: as Kafka, so a broker-wide compression.type never recompresses commits
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(SEGMENT_BYTES),
-                "compression.type": "producer",
-            },
+        await self.cluster.create_topic(
+            NewTopic(
+                OFFSETS_TOPIC,
+                count,
+                factor,
+                # producer: as Kafka, so a broker-wide compression.type never recompresses
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(SEGMENT_BYTES),
+                    "compression.type": "producer",
+                },
+            )
         )
 
     def partition_for(self, group_id: str) -> int:
@@ -112,13 +130,13 @@ class OffsetsTopic:
 
     def led_partitions(self) -> set[int]:
         out = set()
-        for (topic, partition), part in self.broker.replicas.partitions.items():
+        for (topic, partition), part in self.replicas.partitions.items():
             if topic == OFFSETS_TOPIC and part.is_leader:
                 out.add(partition)
         return out
 
     def plog(self, partition: int) -> PartitionLog | None:
-        part = self.broker.replicas.partitions.get((OFFSETS_TOPIC, partition))
+        part = self.replicas.partitions.get((OFFSETS_TOPIC, partition))
         return None if part is None or not part.is_leader else part.plog
 
     def owns(self, group_id: str) -> bool:
@@ -154,9 +172,9 @@ class OffsetsTopic:
         except BrokerError as exc:
             raise BrokerError(f"write to the group log failed: {exc}") from exc
         waits: list[asyncio.Future[None]] = []
-        if self.broker.logs.fsync_on_append:
-            waits.append(self.broker.logs.sync(plog))
-        part = self.broker.replicas.partitions.get((OFFSETS_TOPIC, plog.partition))
+        if self.logs.fsync_on_append:
+            waits.append(self.logs.sync(plog))
+        part = self.replicas.partitions.get((OFFSETS_TOPIC, plog.partition))
         if part is not None:
             part.maybe_advance_high_watermark()
             if plog.high_watermark < plog.log_end_offset:

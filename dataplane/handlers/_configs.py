@@ -41,6 +41,7 @@ from dataplane.config.rules import (
     validate_group_configs,
     validate_topic_configs,
 )
+from dataplane.handlers._controller import via_controller
 from wire.errors import (
     BrokerError,
     InvalidConfig,
@@ -363,8 +364,6 @@ def alter_each(
     """The answer of AlterConfigs / IncrementalAlterConfigs, decided on the active
     controller: ``alter(ctx, resource, changes)`` for each resource, a per-resource error
     code, repeated resources refused."""
-    from dataplane.handlers._controller import via_controller
-
     return via_controller(
         ctx, request, lambda c, req, changes: _alter_all(c, req, alter, changes, response_name)
     )

@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
 from kio.schema.errors import ErrorCode
 
+from dataplane.handlers._versions import SUPPORTED_VERSIONS
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 18
@@ -14,8 +16,6 @@ ZERO = datetime.timedelta(0)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    from dataplane.handlers import SUPPORTED_VERSIONS
-
     keys = tuple(
         ctx.make("ApiVersion", api_key=key, min_version=lo, max_version=hi)
         for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
@@ -27,10 +27,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 def unsupported_version_response() -> Any:
     """The v0 answer to an ApiVersions request of a version we do not speak (KIP-511)."""
-    from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
-
-    from dataplane.handlers import SUPPORTED_VERSIONS
-
     return ApiVersionsResponse(
         error_code=ErrorCode.unsupported_version,
         api_keys=tuple(

@@ -19,9 +19,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
+from dataplane.cluster.topics import check_assignment
 from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
-from dataplane.handlers.create_topics import check_assignment
 from wire.errors import (
     BrokerError,
     InvalidPartitions,
@@ -92,7 +92,7 @@ def _grow(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only: b
                 f"{len(topic.assignments)} assignment(s) were specified."
             )
         for assignment in topic.assignments:
-            check_assignment(ctx, list(assignment.broker_ids), info.replication_factor)
+            check_assignment(changes, list(assignment.broker_ids), info.replication_factor)
     limit = broker.config.get_int("max.partitions.per.topic")
     if count > limit:
         raise InvalidPartitions(

@@ -13,8 +13,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.groups.api import ZERO, coordinator_of
 from dataplane.groups.storage import kafka_answer_order
+from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotCoordinator, error_code_for
 

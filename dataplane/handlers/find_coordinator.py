@@ -14,8 +14,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.groups.api import DEFAULT_MESSAGES, ZERO, coordinator_of
 from dataplane.groups.storage import OFFSETS_TOPIC
+from dataplane.handlers._groups import DEFAULT_MESSAGES, ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, TransactionsNotSupported, error_code_for
 

@@ -12,9 +12,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.groups.api import ZERO, client_host, coordinator_of, millis
-from dataplane.groups.group import JoinResult
-from dataplane.groups.membership import JoinRequest
+from dataplane.groups.group import JoinRequest, JoinResult
+from dataplane.handlers._groups import ZERO, client_host, coordinator_of, millis
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.groups.api import ZERO, coordinator_of, millis
 from dataplane.groups.coordinator import OffsetCommitEntry
+from dataplane.handlers._groups import ZERO, coordinator_of, millis
 from dataplane.handlers.context import RequestContext
 from wire.errors import (
     BrokerError,

@@ -17,7 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.groups.api import ZERO, coordinator_of
+from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotCoordinator, UnknownTopicOrPartition, error_code_for
 

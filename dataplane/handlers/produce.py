@@ -23,6 +23,7 @@ from dataplane.replication.partition import Partition
 from wire.errors import (
     BrokerError,
     CorruptRecord,
+    InvalidRequiredAcks,
     RecordValidationError,
     UnknownTopicId,
     error_code_for,
@@ -167,8 +168,6 @@ async def _after_fsync(
 
 
 def _invalid_acks(acks: int) -> BrokerError:
-    from wire.errors import InvalidRequiredAcks
-
     return InvalidRequiredAcks(f"acks must be -1, 0 or 1, got {acks}")
 
 

@@ -12,9 +12,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from dataplane.groups.api import ZERO, coordinator_of
-from dataplane.groups.group import SyncResult
-from dataplane.groups.membership import SyncRequest
+from dataplane.groups.group import SyncRequest, SyncResult
+from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, InconsistentGroupProtocol, error_code_for
 

@@ -16,9 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dataplane.log.cleaner import LogCleaner
+
+if TYPE_CHECKING:
+    from dataplane.config import BrokerConfig
+    from dataplane.log.manager import LogManager
+    from dataplane.log.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +31,7 @@ HW_CHECKPOINT_INTERVAL_S = 5.0
 """As Kafka's replica.high.watermark.checkpoint.interval.ms default."""
 
 
-def checkpoint_high_watermarks(plogs: list[Any]) -> None:
+def checkpoint_high_watermarks(plogs: list[PartitionLog]) -> None:
     """Write the high watermark of every replicated (manual high watermark) log."""
     for plog in plogs:
         if plog.closed or plog.auto_high_watermark:
@@ -38,9 +43,7 @@ def checkpoint_high_watermarks(plogs: list[Any]) -> None:
                 log.error("%s: cannot checkpoint the high watermark: %s", plog.name, exc)
 
 
-async def housekeeping_loop(broker: Any) -> None:
-    logs = broker.logs
-    config = broker.config
+async def housekeeping_loop(logs: LogManager, config: BrokerConfig) -> None:
     retention_every = config.get_seconds("log.retention.check.interval.ms")
     cleaner_every = config.get_seconds("log.cleaner.backoff.ms")
     cleaner = None

@@ -61,10 +61,12 @@ from wire.errors import (
 from wire.record_batch import decode_records, parse_header
 
 if TYPE_CHECKING:
-    from dataplane.broker import Broker
-    from dataplane.cluster.image import RemoteLog
+    from dataplane.cluster.image import MetadataImage, RemoteLog
+    from dataplane.cluster.member import ClusterMember
+    from dataplane.config import BrokerConfig
     from dataplane.log.partition_log import PartitionLog
     from dataplane.log.segment import Segment
+    from dataplane.replication.manager import ReplicaManager
     from dataplane.replication.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -80,14 +82,22 @@ class _Backoff:
 
 
 class RemoteLogManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        image: MetadataImage,
+        cluster: ClusterMember,
+        replicas: ReplicaManager,
+    ) -> None:
+        self.config = config
+        self.image = image
+        self.cluster = cluster
+        self.replicas = replicas
         keys = ObjectStoreSettings.keys()
         raw = {k: config.get_str(k) for k in keys if config.get_str(k) != ""}
         self.settings = ObjectStoreSettings.from_properties(raw)
         self.store = S3ObjectStore(self.settings)
-        self.cluster_id = broker.metadata.cluster_id
+        self.cluster_id = image.cluster_id
         self.cache = ChunkCache(
             Path(config.data_dir) / CACHE_DIR,
             config.get_int("remote.fetch.cache.bytes"),
@@ -109,7 +119,7 @@ class RemoteLogManager:
     # ------------------------------------------------------------------ lifecycle
 
     def tier_for(self, topic: str, partition: int) -> PartitionTier:
-        return PartitionTier(self.broker.metadata, topic, partition)
+        return PartitionTier(self.image, topic, partition)
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -124,12 +134,9 @@ class RemoteLogManager:
         self.cache.close()
 
     async def _run(self) -> None:
-        interval = self.broker.config.get_seconds("remote.log.manager.task.interval.ms")
+        interval = self.config.get_seconds("remote.log.manager.task.interval.ms")
         while True:
             await asyncio.sleep(interval)
-            controller = self.broker.cluster.controller
-            if controller is not None and controller.remote_cleanup is None:
-                controller.remote_cleanup = self.delete_topic_objects
             try:
                 await self.run_once()
             except asyncio.CancelledError:
@@ -148,7 +155,7 @@ class RemoteLogManager:
                 return
         due = []
         now = time.monotonic()
-        for part in list(self.broker.replicas.partitions.values()):
+        for part in list(self.replicas.partitions.values()):
             if not part.is_leader or part.state is None or not part.plog.tiered:
                 continue
             backoff = self._backoff.get((part.topic, part.index))
@@ -170,7 +177,7 @@ class RemoteLogManager:
                 self._fail(key, part.plog.name, exc)
 
     def _fail(self, key: tuple[str, int], name: str, exc: Exception) -> None:
-        config = self.broker.config
+        config = self.config
         first = config.get_seconds("remote.log.manager.task.retry.backoff.ms")
         most = config.get_seconds("remote.log.manager.task.retry.backoff.max.ms")
         backoff = self._backoff.setdefault(key, _Backoff())
@@ -198,16 +205,16 @@ class RemoteLogManager:
                 pass
 
     def _remote(self, part: Partition) -> RemoteLog | None:
-        return self.broker.metadata.remote_log(part.topic, part.index)
+        return self.image.remote_log(part.topic, part.index)
 
     def _topic_id(self, part: Partition) -> str:
-        return str(self.broker.metadata.topics[part.topic].topic_id)
+        return str(self.image.topics[part.topic].topic_id)
 
     async def _commit(self, part: Partition, records: list[r.Record]) -> None:
         state = part.state
         if state is None or not part.is_leader:
             raise FencedLeaderEpoch(f"no longer the leader of {part.plog.name}")
-        await self.broker.cluster.commit_remote(state, records)
+        await self.cluster.commit_remote(state, records)
 
     async def _delete(self, part: Partition, segments: list[RemoteSegment], start: int) -> None:
         """Delete ``segments``: record the deletion (and the new log start), delete the
@@ -305,7 +312,7 @@ class RemoteLogManager:
             index_bytes=0,
             leader_epoch=state.leader_epoch,
             epochs=_epochs_of(plog, segment),
-            broker_id=self.broker.node_id,
+            broker_id=self.image.node_id,
             created_ms=int(time.time() * 1000),
             state=COPY_STARTED,
         )
@@ -354,7 +361,7 @@ class RemoteLogManager:
     # ------------------------------------------------------------------ reads
 
     def segment_for(self, plog: PartitionLog, offset: int) -> RemoteSegment | None:
-        remote = self.broker.metadata.remote_log(plog.topic, plog.partition)
+        remote = self.image.remote_log(plog.topic, plog.partition)
         if remote is None:
             return None
         found = None
@@ -372,7 +379,7 @@ class RemoteLogManager:
         segment = self.segment_for(plog, offset)
         if segment is None:
             raise OffsetOutOfRange(f"offset {offset} of {plog.name} is in neither tier")
-        timeout = self.broker.config.get_seconds("remote.fetch.max.wait.ms")
+        timeout = self.config.get_seconds("remote.fetch.max.wait.ms")
         try:
             data: bytes = await asyncio.wait_for(
                 self._in(self.readers, self.reader.read, segment, offset, max_bytes), timeout
@@ -390,7 +397,7 @@ class RemoteLogManager:
     async def producer_snapshot_at(self, plog: PartitionLog, offset: int) -> bytes | None:
         """The producer snapshot uploaded with the remote segment that ends just before
         ``offset``; None when there is none."""
-        remote = self.broker.metadata.remote_log(plog.topic, plog.partition)
+        remote = self.image.remote_log(plog.topic, plog.partition)
         if remote is None:
             return None
         for segment in remote.finished():
@@ -410,7 +417,7 @@ class RemoteLogManager:
     ) -> tuple[int, int] | None:
         """The first record at or after ``timestamp`` in the remote part of the log (below
         the local log start); None when the remote tier holds no such record."""
-        remote = self.broker.metadata.remote_log(plog.topic, plog.partition)
+        remote = self.image.remote_log(plog.topic, plog.partition)
         if remote is None:
             return None
         start = plog.first_offset

@@ -15,7 +15,7 @@ import contextlib
 import datetime
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_req
@@ -26,7 +26,8 @@ from kio.static.primitive import i32, i32Timedelta, i64
 from wire.errors import BrokerError
 
 if TYPE_CHECKING:
-    from dataplane.replication.manager import ReplicaManager
+    from dataplane.config import BrokerConfig
+    from dataplane.log.partition_log import PartitionLog
     from dataplane.replication.partition import Partition
     from wire.client import Channel
 
@@ -44,6 +45,21 @@ _RETRY_CODES = frozenset(
 )
 
 
+class SnapshotSource(Protocol):
+    """Producer state kept elsewhere (the remote tier): the snapshot at ``offset`` of a
+    partition's log, or None."""
+
+    async def producer_snapshot_at(self, plog: PartitionLog, offset: int) -> bytes | None: ...
+
+
+class FetcherHost(Protocol):
+    """What a fetcher needs of the replica manager that runs it."""
+
+    node_id: int
+    config: BrokerConfig
+    snapshot_source: SnapshotSource | None
+
+
 @dataclass(slots=True)
 class _Followed:
     partition: Partition
@@ -54,7 +70,7 @@ class _Followed:
 
 
 class ReplicaFetcher:
-    def __init__(self, manager: ReplicaManager, leader_id: int, channel: Channel) -> None:
+    def __init__(self, manager: FetcherHost, leader_id: int, channel: Channel) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.channel = channel
@@ -85,7 +101,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ loop
 
     def _setting(self, key: str) -> int:
-        return self.manager.broker.config.get_int(key)
+        return self.manager.config.get_int(key)
 
     async def _run(self) -> None:
         backoff = self._setting("replica.fetch.backoff.ms") / 1000
@@ -184,7 +200,7 @@ class ReplicaFetcher:
         idempotent producers keep their sequences if this replica becomes leader. Without
         one (or without tiered storage here) the state starts empty."""
         at, f.restore_at = f.restore_at, -1
-        remote = self.manager.broker.remote
+        remote = self.manager.snapshot_source
         plog = f.partition.plog
         if remote is None or plog.log_end_offset != at:
             return

@@ -16,14 +16,18 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from dataplane.cluster.image import Delta
 from dataplane.replication.fetcher import ReplicaFetcher
 from dataplane.replication.partition import Partition
 from wire.client import Channels
 from wire.errors import BrokerError, NotLeaderOrFollower, UnknownTopicOrPartition
 
 if TYPE_CHECKING:
-    from dataplane.broker import Broker
-    from dataplane.cluster.image import Delta
+    from dataplane.cluster.image import MetadataImage
+    from dataplane.cluster.member import ClusterMember
+    from dataplane.config import BrokerConfig
+    from dataplane.log.manager import LogManager
+    from dataplane.replication.fetcher import SnapshotSource
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +38,17 @@ ISR_ANSWER_WAIT = 2.0
 
 
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.node_id = broker.node_id
+    def __init__(
+        self, config: BrokerConfig, image: MetadataImage, logs: LogManager, cluster: ClusterMember
+    ) -> None:
+        self.config = config
+        self.image = image
+        self.logs = logs
+        self.cluster = cluster
+        self.node_id = image.node_id
+        self.snapshot_source: SnapshotSource | None = None
+        """Where a follower starting at its leader's local log start finds the producer
+        state (the remote tier, when this broker has one; set by the broker)."""
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.channels = Channels(f"sluice-broker-{self.node_id}-replica")
@@ -51,7 +63,7 @@ class ReplicaManager:
         NotLeaderOrFollower (and the epoch errors) otherwise."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            if (topic, partition) in self.broker.metadata.partitions:
+            if (topic, partition) in self.image.partitions:
                 raise NotLeaderOrFollower(
                     f"broker {self.node_id} holds no replica of {topic}-{partition}"
                 )
@@ -83,15 +95,13 @@ class ReplicaManager:
         """Take the replica roles the image gives this broker. Called once the broker has
         replayed the metadata log up to its own registration: earlier entries are history
         (a restarted broker must not act as the leader it once was)."""
-        from dataplane.cluster.image import Delta
-
         self.active = True
         self.on_metadata(Delta(restored=True))
 
     def on_metadata(self, delta: Delta) -> None:
         if not self.active:
             return
-        image = self.broker.metadata
+        image = self.image
         for info in delta.removed:
             for p in range(info.partitions):
                 self._drop((info.name, p), delete=False)
@@ -109,14 +119,14 @@ class ReplicaManager:
                 log.error("%s-%d: cannot take the replica role: %s", key[0], key[1], exc)
 
     def _reconcile(self, key: TopicPartition) -> None:
-        image = self.broker.metadata
+        image = self.image
         state = image.partitions.get(key)
         if state is None or self.node_id not in state.replicas:
             self._drop(key, delete=state is not None or key[0] in image.topics)
             return
         part = self.partitions.get(key)
         if part is None:
-            plog = self.broker.logs.open_partition(*key)
+            plog = self.logs.open_partition(*key)
             part = self.partitions[key] = Partition(plog, self.node_id)
         if state.leader == self.node_id:
             self._unfollow(key)
@@ -156,20 +166,20 @@ class ReplicaManager:
         part.stop()
         if delete:
             log.info("%s-%d: no longer a replica here; deleting the local copy", *key)
-            asyncio.get_running_loop().create_task(self.broker.logs.remove_partition(*key))
+            asyncio.get_running_loop().create_task(self.logs.remove_partition(*key))
 
     # ------------------------------------------------------------------ ISR upkeep
 
     async def _isr_loop(self) -> None:
         while True:
             await asyncio.sleep(ISR_CHECK_INTERVAL)
-            if self.broker.cluster.epoch < 0:
+            if self.cluster.epoch < 0:
                 continue
             now = time.monotonic()
             for key, part in list(self.partitions.items()):
                 if not part.is_leader or part.state is None or key in self._isr_requests:
                     continue
-                lag = self.broker.config.get_seconds("replica.lag.time.max.ms")
+                lag = self.config.get_seconds("replica.lag.time.max.ms")
                 shrink = part.isr_to_shrink(now, lag)
                 expand = part.isr_to_expand()
                 if not shrink and not expand:
@@ -186,7 +196,7 @@ class ReplicaManager:
             if state is None:
                 return
             log.info("%s-%d: asking to change ISR %s -> %s", *key, list(state.isr), isr)
-            await self.broker.cluster.alter_partition(state, isr)
+            await self.cluster.alter_partition(state, isr)
             # the outcome arrives through the metadata image; the maximal ISR holds until then
             # (a refused change leaves the partition as it was)
             if part.state is state and not await part.wait_state_change(ISR_ANSWER_WAIT):

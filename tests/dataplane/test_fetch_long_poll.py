@@ -22,6 +22,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i32, i32Timedelta
 
 from dataplane.broker import Broker
+from dataplane.cluster.topics import NewTopic
 from dataplane.config import BrokerConfig
 from dataplane.handlers import delete_topics, fetch
 from dataplane.handlers.context import RequestContext
@@ -42,7 +43,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     started = Broker(config)
     await started.start()
     try:
-        assert await started.create_topic_via_controller(TOPIC, 1, -1, {})
+        assert await started.cluster.create_topic(NewTopic(TOPIC, 1))
         assert await started.await_topic(TOPIC) is not None
         for _ in range(1_000):
             part = started.replicas.partitions.get((TOPIC, 0))

@@ -18,8 +18,7 @@ import pytest
 from dataplane.broker import Broker
 from dataplane.config import BrokerConfig
 from dataplane.groups.coordinator import GroupCoordinator, OffsetCommitEntry
-from dataplane.groups.group import GroupState, JoinResult, SyncResult
-from dataplane.groups.membership import JoinRequest, SyncRequest
+from dataplane.groups.group import GroupState, JoinRequest, JoinResult, SyncRequest, SyncResult
 from dataplane.groups.storage import OFFSETS_TOPIC
 from wire.errors import (
     FencedInstanceId,

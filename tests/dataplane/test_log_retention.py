@@ -7,7 +7,6 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -169,7 +168,7 @@ async def test_housekeeping_applies_retention_and_rolls(tmp_path: Path) -> None:
     manager = LogManager(config, metadata)
     plog = manager.open_partition("old", 0)
     fill(plog, 40, start_ts=int(time.time() * 1000) - 10**6)
-    task = asyncio.create_task(housekeeping_loop(SimpleNamespace(logs=manager, config=config)))
+    task = asyncio.create_task(housekeeping_loop(manager, config))
     try:
         for _ in range(500):
             if plog.log_start_offset == 40:

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.constants import EntityType
 
-from dataplane.handlers import SUPPORTED_VERSIONS
+from dataplane.handlers.registry import SERVED
 from wire.framing import build
 from wire.produce_response import TopicResult, encode_success
 
@@ -57,6 +57,6 @@ def _kio_body(version: int) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("version", range(SUPPORTED_VERSIONS[0][0], SUPPORTED_VERSIONS[0][1] + 1))
+@pytest.mark.parametrize("version", range(SERVED[0].versions[0], SERVED[0].versions[1] + 1))
 def test_matches_kio(version: int) -> None:
     assert encode_success(version, TOPICS) == _kio_body(version)

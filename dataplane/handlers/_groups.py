@@ -5,8 +5,6 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-from wire.errors import CoordinatorNotAvailable
-
 if TYPE_CHECKING:
     from dataplane.groups.coordinator import GroupCoordinator
     from dataplane.handlers.context import RequestContext
@@ -27,10 +25,7 @@ DEFAULT_MESSAGES = {
 
 
 def coordinator_of(ctx: RequestContext) -> GroupCoordinator:
-    groups = ctx.broker.groups
-    if groups is None:
-        raise CoordinatorNotAvailable("the group coordinator is not running")
-    return groups
+    return ctx.broker.groups
 
 
 def millis(value: datetime.timedelta | None, default: int = -1) -> int:
