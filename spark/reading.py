@@ -13,6 +13,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from spark.planning import HotSplit, Split, TieredSplit
 from spark.records import Columns, decode_into, iter_batches
@@ -143,7 +150,7 @@ def _headers(raw: Any) -> list[tuple[str, bytes | None]]:
     return [(str(k), None if v is None else bytes(v)) for k, v in pairs]
 
 
-def read_hot(
+def read_hot(  # noqa: C901, PLR0912, PLR0915 - the hot-tail consumer loop and its end conditions
     split: HotSplit,
     *,
     bootstrap: str,
@@ -159,14 +166,6 @@ def read_hot(
     ``end`` (control records at the end are skipped by the client and only move the
     position), or end-of-partition is reported at or past ``end``.
     """
-    from confluent_kafka import (
-        TIMESTAMP_LOG_APPEND_TIME,
-        Consumer,
-        KafkaError,
-        KafkaException,
-        TopicPartition,
-    )
-
     consumer = Consumer(
         {
             **kafka_conf,

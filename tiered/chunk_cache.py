@@ -109,7 +109,7 @@ class ChunkCache:
 
     # ------------------------------------------------------------------ reads
 
-    def read(self, store: ObjectStore, key: str, object_size: int, start: int, end: int) -> bytes:
+    def read(self, store: ObjectStore, key: str, object_size: int, start: int, end: int) -> bytes:  # noqa: PLR0912 - cache hits, misses and read-ahead of one read
         """Bytes ``[start, end)`` of the object (``end`` clamped to ``object_size``).
 
         Raises the store's errors (``ObjectStoreUnavailable`` is retriable), and

@@ -53,7 +53,7 @@ class ObjectStoreUnavailable(ObjectStoreError):
     retriable = True
 
 
-def map_error(exc: BaseException, *, op: str, key: str = "") -> ObjectStoreError:
+def map_error(exc: BaseException, *, op: str, key: str = "") -> ObjectStoreError:  # noqa: PLR0911 - one mapping per botocore error kind
     """The one place where botocore exceptions become ours."""
     where = f"{op} {key}".strip()
     if isinstance(exc, ObjectStoreError):

@@ -144,6 +144,25 @@ def field_names(cls: Any) -> frozenset[str]:
     return frozenset(f.name for f in fields(cls))
 
 
+@cache
+def entity_fields(api_key: int, name: str) -> frozenset[str]:
+    """The fields entity ``name`` of API ``api_key``'s responses has in any version."""
+    versions = kio_versions(api_key)
+    found: set[str] = set()
+    if versions is None:
+        return frozenset()
+    own = internal.versions(api_key)
+    for version in range(versions[0], versions[1] + 1):
+        if own is not None:
+            module: Any = internal
+        else:
+            module = response_module(api_key, version)
+        cls = getattr(module, name, None)
+        if cls is not None:
+            found |= field_names(cls)
+    return frozenset(found)
+
+
 def build(cls: type, /, **values: Any) -> Any:
     """Construct a kio entity from the values its version has; others are dropped.
 

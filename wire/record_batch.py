@@ -321,7 +321,7 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 
-def walk_records(
+def walk_records(  # noqa: C901, PLR0912, PLR0915 - the hot record walk, kept flat for speed
     body: bytes,
     header: BatchHeader,
     emit: Emit,

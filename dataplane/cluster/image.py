@@ -149,7 +149,7 @@ class MetadataImage:
         self.applied_index = index
         self._notify(delta)
 
-    def _apply(self, index: int, rec: r.Record, delta: Delta) -> None:
+    def _apply(self, index: int, rec: r.Record, delta: Delta) -> None:  # noqa: C901, PLR0912, PLR0915 - one branch per metadata record type
         if isinstance(rec, r.RegisterBroker):
             self.brokers[rec.broker_id] = BrokerInfo(
                 rec.broker_id,

@@ -77,7 +77,7 @@ class ConfigDef:
         return str(value)
 
 
-def _parse_typed(kind: ConfigType, raw: object) -> Any:
+def _parse_typed(kind: ConfigType, raw: object) -> Any:  # noqa: PLR0911 - one return per config type
     if kind is ConfigType.BOOLEAN:
         if isinstance(raw, bool):
             return raw

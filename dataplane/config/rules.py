@@ -68,7 +68,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def parse_value(definition: ConfigDef, raw: str) -> Any:
+def parse_value(definition: ConfigDef, raw: str) -> Any:  # noqa: C901, PLR0912 - Kafka's ConfigDef checks, in its order
     """Parse ``raw`` as Kafka's ConfigDef would, raising InvalidConfig with its message
     ("Invalid value abc for configuration retention.ms: Not a number of type LONG")."""
     name = definition.name

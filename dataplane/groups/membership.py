@@ -302,7 +302,7 @@ class Membership:
         else:
             self._maybe_complete_join_phase(group)
 
-    def _join_existing_member(
+    def _join_existing_member(  # noqa: PLR0912 - Kafka's classic-group join rules, step by step
         self, group: ClassicGroup, req: JoinRequest, future: asyncio.Future[JoinResult]
     ) -> None:
         member_id = req.member_id
@@ -540,7 +540,7 @@ class Membership:
             )
         return future
 
-    def _sync_error(self, req: SyncRequest) -> BrokerError | None:
+    def _sync_error(self, req: SyncRequest) -> BrokerError | None:  # noqa: PLR0911 - Kafka's SyncGroup checks, in its order
         if not self.active:
             return CoordinatorNotAvailable()
         if req.group_id and not self.storage.owns(req.group_id):
@@ -679,7 +679,7 @@ class Membership:
 
     # ------------------------------------------------------------------ leave
 
-    def leave(
+    def leave(  # noqa: PLR0912 - Kafka's LeaveGroup rules, member by member
         self, group_id: str | None, members: list[tuple[str, str | None]]
     ) -> list[BrokerError | None]:
         """Per-member errors; raises for errors of the whole request."""

@@ -54,6 +54,7 @@ from wire.errors import (
 if TYPE_CHECKING:
     from dataplane.broker import Broker
     from dataplane.cluster.changes import Changes
+    from dataplane.handlers.context import RequestContext
 
 _ZERO = datetime.timedelta(0)
 
@@ -356,26 +357,28 @@ def unsupported_resource(resource_type: int) -> InvalidRequest:
 
 
 def alter_each(
-    ctx: Any,
+    ctx: RequestContext,
     request: Any,
-    alter: Callable[[Any, Any, Changes], None],
-    response_name: str,
+    alter: Callable[[RequestContext, Any, Changes], None],
+    response: tuple[type, type],
 ) -> Any:
     """The answer of AlterConfigs / IncrementalAlterConfigs, decided on the active
     controller: ``alter(ctx, resource, changes)`` for each resource, a per-resource error
-    code, repeated resources refused."""
+    code, repeated resources refused. ``response``: the API's response class and its
+    per-resource class."""
     return via_controller(
-        ctx, request, lambda c, req, changes: _alter_all(c, req, alter, changes, response_name)
+        ctx, request, lambda c, req, changes: _alter_all(c, req, alter, changes, response)
     )
 
 
 def _alter_all(
-    ctx: Any,
+    ctx: RequestContext,
     request: Any,
-    alter: Callable[[Any, Any, Changes], None],
+    alter: Callable[[RequestContext, Any, Changes], None],
     changes: Changes,
-    response_name: str,
+    response: tuple[type, type],
 ) -> Any:
+    whole, per_resource = response
     repeated = duplicates((r.resource_type, r.resource_name) for r in request.resources)
     responses: list[Any] = []
     for resource in request.resources:
@@ -388,11 +391,11 @@ def _alter_all(
             exc = error
         responses.append(
             ctx.make(
-                "AlterConfigsResourceResponse",
+                per_resource,
                 error_code=ErrorCode.none if exc is None else error_code_for(exc),
                 error_message=None if exc is None else error_message_for(exc),
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
             )
         )
-    return ctx.make(response_name, throttle_time=_ZERO, responses=tuple(responses))
+    return ctx.make(whole, throttle_time=_ZERO, responses=tuple(responses))

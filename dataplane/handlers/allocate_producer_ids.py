@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.allocate_producer_ids.v0 import request as req
+from kio.schema.allocate_producer_ids.v0 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.handlers.context import RequestContext
@@ -22,7 +24,7 @@ INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: req.AllocateProducerIdsRequest) -> Any:
     controller = ctx.broker.cluster.local_controller()
     start, length, code = -1, 0, ErrorCode.none
     try:
@@ -34,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except BrokerError as exc:
         code = error_code_for(exc)
     return ctx.make(
-        "AllocateProducerIdsResponse",
+        resp.AllocateProducerIdsResponse,
         throttle_time=ZERO,
         error_code=code,
         producer_id_start=start,

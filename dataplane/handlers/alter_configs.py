@@ -14,6 +14,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kio.schema.alter_configs.v2 import request as req
+from kio.schema.alter_configs.v2 import response as resp
+
 from dataplane.cluster.changes import Changes
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import ResourceType
@@ -23,14 +26,14 @@ API_KEY = 33
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.AlterConfigsRequest) -> Any:
     return _configs.alter_each(
         ctx,
         request,
         lambda c, resource, changes: _alter(
             c, resource, changes, validate_only=request.validate_only
         ),
-        "AlterConfigsResponse",
+        (resp.AlterConfigsResponse, resp.AlterConfigsResourceResponse),
     )
 
 

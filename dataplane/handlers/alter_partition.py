@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.alter_partition.v3 import request as req
+from kio.schema.alter_partition.v3 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.handlers.context import RequestContext
@@ -21,7 +23,7 @@ INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.AlterPartitionRequest) -> Any:
     return _alter(ctx, request)
 
 
@@ -29,7 +31,7 @@ async def _alter(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.cluster.local_controller()
     if controller is None:
         return ctx.make(
-            "AlterPartitionResponse",
+            resp.AlterPartitionResponse,
             throttle_time=ZERO,
             error_code=ErrorCode.not_controller,
             topics=(),
@@ -59,7 +61,7 @@ async def _alter(ctx: RequestContext, request: Any) -> Any:
                 code = ErrorCode.unknown_topic_id if info is None else error_code_for(exc)
             parts.append(
                 ctx.make(
-                    "PartitionData",
+                    resp.PartitionData,
                     partition_index=p.partition_index,
                     error_code=code,
                     leader_id=leader,
@@ -69,9 +71,9 @@ async def _alter(ctx: RequestContext, request: Any) -> Any:
                     partition_epoch=partition_epoch,
                 )
             )
-        topics.append(ctx.make("TopicData", topic_id=topic.topic_id, partitions=tuple(parts)))
+        topics.append(ctx.make(resp.TopicData, topic_id=topic.topic_id, partitions=tuple(parts)))
     return ctx.make(
-        "AlterPartitionResponse",
+        resp.AlterPartitionResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         topics=tuple(topics),

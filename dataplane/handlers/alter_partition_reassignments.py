@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.alter_partition_reassignments.v1 import request as req
+from kio.schema.alter_partition_reassignments.v1 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
@@ -24,7 +26,7 @@ API_KEY = 45
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.AlterPartitionReassignmentsRequest) -> Any:
     return via_controller(ctx, request, _decide)
 
 
@@ -44,17 +46,17 @@ def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
                 code, message = error_code_for(exc), error_message_for(exc)
             parts.append(
                 ctx.make(
-                    "ReassignablePartitionResponse",
+                    resp.ReassignablePartitionResponse,
                     partition_index=p.partition_index,
                     error_code=code,
                     error_message=message,
                 )
             )
         topics.append(
-            ctx.make("ReassignableTopicResponse", name=topic.name, partitions=tuple(parts))
+            ctx.make(resp.ReassignableTopicResponse, name=topic.name, partitions=tuple(parts))
         )
     return ctx.make(
-        "AlterPartitionReassignmentsResponse",
+        resp.AlterPartitionReassignmentsResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         error_message=None,

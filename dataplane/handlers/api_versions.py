@@ -6,6 +6,8 @@ import datetime
 from typing import Any
 
 from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+from kio.schema.api_versions.v4 import request as req
+from kio.schema.api_versions.v4 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.handlers._versions import SUPPORTED_VERSIONS
@@ -15,13 +17,13 @@ API_KEY = 18
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.ApiVersionsRequest) -> Any:
     keys = tuple(
-        ctx.make("ApiVersion", api_key=key, min_version=lo, max_version=hi)
+        ctx.make(resp.ApiVersion, api_key=key, min_version=lo, max_version=hi)
         for key, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
     )
     return ctx.make(
-        "ApiVersionsResponse", error_code=ErrorCode.none, api_keys=keys, throttle_time=ZERO
+        resp.ApiVersionsResponse, error_code=ErrorCode.none, api_keys=keys, throttle_time=ZERO
     )
 
 

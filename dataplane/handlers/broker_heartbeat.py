@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.broker_heartbeat.v2 import request as req
+from kio.schema.broker_heartbeat.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.handlers.context import RequestContext
@@ -22,7 +24,7 @@ INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.BrokerHeartbeatRequest) -> Any:
     if request.want_shut_down:
         return _controlled_shutdown(ctx, request)
     controller = ctx.broker.cluster.local_controller()
@@ -34,7 +36,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     except BrokerError as exc:
         fenced, code = True, error_code_for(exc)
     return ctx.make(
-        "BrokerHeartbeatResponse",
+        resp.BrokerHeartbeatResponse,
         throttle_time=ZERO,
         error_code=code,
         is_caught_up=True,
@@ -55,7 +57,7 @@ async def _controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
     except BrokerError as exc:
         code = error_code_for(exc)
     return ctx.make(
-        "BrokerHeartbeatResponse",
+        resp.BrokerHeartbeatResponse,
         throttle_time=ZERO,
         error_code=code,
         is_caught_up=True,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.broker_registration.v4 import request as req
+from kio.schema.broker_registration.v4 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.handlers.context import RequestContext
@@ -22,7 +24,7 @@ INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.BrokerRegistrationRequest) -> Any:
     return _register(ctx, request)
 
 
@@ -53,5 +55,5 @@ async def _register(ctx: RequestContext, request: Any) -> Any:
 
 def _answer(ctx: RequestContext, code: ErrorCode, epoch: int) -> Any:
     return ctx.make(
-        "BrokerRegistrationResponse", throttle_time=ZERO, error_code=code, broker_epoch=epoch
+        resp.BrokerRegistrationResponse, throttle_time=ZERO, error_code=code, broker_epoch=epoch
     )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wire.framing import build, response_module
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -20,10 +24,18 @@ class RequestContext:
     client_id: str | None
     client_host: str = ""
 
-    def schema(self, name: str) -> Any:
-        """The response entity class ``name`` of this request's version."""
-        return getattr(response_module(self.api_key, self.api_version), name)
+    def make(self, entity: type[T], /, **values: Any) -> T:
+        """Build the response entity ``entity`` — a kio class the handler names statically
+        (its API's newest version) — in this request's version, from the fields that
+        version has. (tests/dataplane/test_handler_fields.py checks that every field a
+        handler sets exists in some version, so a typo is not silently dropped.)"""
+        cls = _in_version(self.api_key, self.api_version, entity.__module__, entity.__name__)
+        result: T = build(cls, **values)
+        return result
 
-    def make(self, entity: str, /, **values: Any) -> Any:
-        """Build response entity ``entity`` of this version from the fields it has."""
-        return build(self.schema(entity), **values)
+
+@cache
+def _in_version(api_key: int, api_version: int, module_name: str, name: str) -> Any:
+    if not module_name.startswith("kio."):  # one of Sluice's own APIs (one version)
+        return getattr(importlib.import_module(module_name), name)
+    return getattr(response_module(api_key, api_version), name)

@@ -16,6 +16,8 @@ import logging
 from collections import Counter
 from typing import Any
 
+from kio.schema.create_partitions.v3 import request as req
+from kio.schema.create_partitions.v3 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
@@ -38,7 +40,7 @@ ZERO = datetime.timedelta(0)
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.CreatePartitionsRequest) -> Any:
     image = ctx.broker.metadata
     wanted = {t.name: t.count for t in request.topics}
 
@@ -66,7 +68,7 @@ def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
             results.append(_result(ctx, topic.name, None))
         except (BrokerError, OSError) as exc:
             results.append(_result(ctx, topic.name, exc))
-    return ctx.make("CreatePartitionsResponse", throttle_time=ZERO, results=tuple(results))
+    return ctx.make(resp.CreatePartitionsResponse, throttle_time=ZERO, results=tuple(results))
 
 
 def _grow(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only: bool) -> None:
@@ -110,7 +112,7 @@ def _grow(ctx: RequestContext, topic: Any, changes: Changes, *, validate_only: b
 
 def _result(ctx: RequestContext, name: str, exc: BaseException | None) -> Any:
     return ctx.make(
-        "CreatePartitionsTopicResult",
+        resp.CreatePartitionsTopicResult,
         name=name,
         error_code=ErrorCode.none if exc is None else error_code_for(exc),
         error_message=None if exc is None else error_message_for(exc),

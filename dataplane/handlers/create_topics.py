@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from kio.schema.create_topics.v7 import request as req
+from kio.schema.create_topics.v7 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
@@ -41,7 +43,7 @@ MAX_PARTITIONS_PER_REQUEST = 10000
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.CreateTopicsRequest) -> Any:
     if not request.validate_only and _pending_removals(ctx, request):
         return _after_removals(ctx, request)
     return via_controller(ctx, request, _create_all, _settled(ctx))
@@ -96,7 +98,7 @@ def _create_all(ctx: RequestContext, request: Any, changes: Changes) -> Any:
     duplicate = InvalidRequest("Duplicate topic name.")
     for name in dict.fromkeys(t.name for t in request.topics if counts[t.name] > 1):
         results.append(_error(ctx, name, duplicate))
-    return ctx.make("CreateTopicsResponse", throttle_time=ZERO, topics=tuple(results))
+    return ctx.make(resp.CreateTopicsResponse, throttle_time=ZERO, topics=tuple(results))
 
 
 def _new_topic(topic: Any) -> NewTopic:
@@ -106,8 +108,7 @@ def _new_topic(topic: Any) -> NewTopic:
         replication_factor=int(topic.replication_factor),
         configs={c.name: c.value for c in topic.configs},
         assignment=tuple(
-            (int(a.partition_index), tuple(int(b) for b in a.broker_ids))
-            for a in topic.assignments
+            (int(a.partition_index), tuple(int(b) for b in a.broker_ids)) for a in topic.assignments
         ),
     )
 
@@ -117,7 +118,7 @@ def _result(ctx: RequestContext, created: CreatedTopic) -> Any:
     configs_out = (
         tuple(
             ctx.make(
-                "CreatableTopicConfigs",
+                resp.CreatableTopicConfigs,
                 name=entry.name,
                 value=entry.value,
                 read_only=entry.read_only,
@@ -130,7 +131,7 @@ def _result(ctx: RequestContext, created: CreatedTopic) -> Any:
         else ()
     )
     return ctx.make(
-        "CreatableTopicResult",
+        resp.CreatableTopicResult,
         name=created.name,
         topic_id=created.topic_id,
         error_code=ErrorCode.none,
@@ -144,7 +145,7 @@ def _result(ctx: RequestContext, created: CreatedTopic) -> Any:
 
 def _error(ctx: RequestContext, name: str, exc: BaseException) -> Any:
     return ctx.make(
-        "CreatableTopicResult",
+        resp.CreatableTopicResult,
         name=name,
         topic_id=None,
         error_code=error_code_for(exc),

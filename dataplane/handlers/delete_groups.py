@@ -11,6 +11,8 @@ import asyncio
 import logging
 from typing import Any
 
+from kio.schema.delete_groups.v2 import request as req
+from kio.schema.delete_groups.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.groups.storage import kafka_answer_order
@@ -22,8 +24,8 @@ API_KEY = 42
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    names = list(dict.fromkeys(request.groups_names))  # distinct, as Kafka
+def handle(ctx: RequestContext, request: req.DeleteGroupsRequest) -> Any:
+    names = [str(g) for g in dict.fromkeys(request.groups_names)]  # distinct, as Kafka
     groups = ctx.broker.groups
     if groups is not None and groups.storage.partitions:
         # Answers come in Kafka's order (by coordinator partition, then hash order).
@@ -55,11 +57,11 @@ async def _after_fsync(
 
 def _response(ctx: RequestContext, names: list[str], errors: list[BrokerError | None]) -> Any:
     return ctx.make(
-        "DeleteGroupsResponse",
+        resp.DeleteGroupsResponse,
         throttle_time=ZERO,
         results=tuple(
             ctx.make(
-                "DeletableGroupResult",
+                resp.DeletableGroupResult,
                 group_id=name,
                 error_code=ErrorCode.none if error is None else error_code_for(error),
             )

@@ -18,6 +18,8 @@ import datetime
 import logging
 from typing import Any
 
+from kio.schema.delete_records.v2 import request as req
+from kio.schema.delete_records.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster import records as r
@@ -38,7 +40,7 @@ HIGH_WATERMARK = -1
 log = logging.getLogger(__name__)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: req.DeleteRecordsRequest) -> Any:
     wanted: dict[str, dict[int, int]] = {}
     for topic in request.topics:
         offsets = wanted.setdefault(topic.name, {})
@@ -55,14 +57,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 low, code = -1, error_code_for(exc)
             partitions.append(
                 ctx.make(
-                    "DeleteRecordsPartitionResult",
+                    resp.DeleteRecordsPartitionResult,
                     partition_index=partition,
                     low_watermark=low,
                     error_code=code,
                 )
             )
-        topics.append(ctx.make("DeleteRecordsTopicResult", name=name, partitions=tuple(partitions)))
-    return ctx.make("DeleteRecordsResponse", throttle_time=ZERO, topics=tuple(topics))
+        topics.append(
+            ctx.make(resp.DeleteRecordsTopicResult, name=name, partitions=tuple(partitions))
+        )
+    return ctx.make(resp.DeleteRecordsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
 async def _delete(ctx: RequestContext, name: str, partition: int, offset: int) -> int:

@@ -20,6 +20,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.delete_topics.v6 import request as req
+from kio.schema.delete_topics.v6 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.cluster.changes import Changes
@@ -52,7 +54,7 @@ class _Result:
     error: BaseException | None = None
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.DeleteTopicsRequest) -> Any:
     image = ctx.broker.metadata
 
     def deleted(response: Any) -> bool:
@@ -81,7 +83,7 @@ def _wanted(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UU
     return [(t.name, t.topic_id if t.topic_id != ZERO_UUID else None) for t in request.topics]
 
 
-def _delete(
+def _delete(  # noqa: PLR0912 - Kafka's DeleteTopics checks, in its order
     ctx: RequestContext, wanted: list[tuple[str | None, uuid.UUID | None]], changes: Changes
 ) -> list[_Result]:
     broker = ctx.broker
@@ -141,11 +143,11 @@ def _response(ctx: RequestContext, results: list[_Result]) -> Any:
         message = None if r.error is None else error_message_for(r.error)
         entries.append(
             ctx.make(
-                "DeletableTopicResult",
+                resp.DeletableTopicResult,
                 name=r.name,
                 topic_id=r.topic_id or ZERO_UUID,
                 error_code=code,
                 error_message=message,
             )
         )
-    return ctx.make("DeleteTopicsResponse", throttle_time=ZERO, responses=tuple(entries))
+    return ctx.make(resp.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(entries))

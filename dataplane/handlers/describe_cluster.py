@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.describe_cluster.v2 import request as req
+from kio.schema.describe_cluster.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.handlers.context import RequestContext
@@ -26,7 +28,7 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 IDEMPOTENT_WRITE as a bit field (AclOperation codes), as Kafka without an authorizer."""
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.DescribeClusterRequest) -> Any:
     endpoint = getattr(request, "endpoint_type", BROKERS)
     if endpoint not in ENDPOINT_NAMES:
         return _error(
@@ -49,7 +51,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     image = broker.metadata
     brokers = tuple(
         ctx.make(
-            "DescribeClusterBroker",
+            resp.DescribeClusterBroker,
             broker_id=b.broker_id,
             host=b.host,
             port=b.port,
@@ -60,7 +62,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if not b.fenced or getattr(request, "include_fenced_brokers", False)
     )
     return ctx.make(
-        "DescribeClusterResponse",
+        resp.DescribeClusterResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         error_message=None,
@@ -76,7 +78,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _error(ctx: RequestContext, code: ErrorCode, message: str) -> Any:
     return ctx.make(
-        "DescribeClusterResponse",
+        resp.DescribeClusterResponse,
         throttle_time=ZERO,
         error_code=code,
         error_message=message,

@@ -17,6 +17,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.describe_configs.v4 import request as req
+from kio.schema.describe_configs.v4 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.config import rules
@@ -29,13 +31,13 @@ API_KEY = 32
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.DescribeConfigsRequest) -> Any:
     if any(r.resource_type not in _configs.KNOWN_RESOURCE_TYPES for r in request.resources):
         results = tuple(
             _result(ctx, r, ErrorCode.invalid_request, _configs.INVALID_REQUEST_MESSAGE, ())
             for r in request.resources
         )
-        return ctx.make("DescribeConfigsResponse", throttle_time=ZERO, results=results)
+        return ctx.make(resp.DescribeConfigsResponse, throttle_time=ZERO, results=results)
     synonyms = bool(getattr(request, "include_synonyms", False))
     documentation = bool(getattr(request, "include_documentation", False))
     results_out: list[Any] = []
@@ -54,7 +56,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             entries = [e for e in entries if e.name in wanted]
         configs = tuple(_config(ctx, e, synonyms, documentation) for e in entries)
         results_out.append(_result(ctx, resource, ErrorCode.none, "", configs))
-    return ctx.make("DescribeConfigsResponse", throttle_time=ZERO, results=tuple(results_out))
+    return ctx.make(resp.DescribeConfigsResponse, throttle_time=ZERO, results=tuple(results_out))
 
 
 def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry] | None:
@@ -76,14 +78,14 @@ def _entries(ctx: RequestContext, resource: Any) -> list[ConfigEntry] | None:
 
 def _config(ctx: RequestContext, entry: ConfigEntry, synonyms: bool, documentation: bool) -> Any:
     return ctx.make(
-        "DescribeConfigsResourceResult",
+        resp.DescribeConfigsResourceResult,
         name=entry.name,
         value=entry.value,
         read_only=entry.read_only,
         config_source=int(entry.source),
         is_sensitive=entry.is_sensitive,
         synonyms=tuple(
-            ctx.make("DescribeConfigsSynonym", name=s.name, value=s.value, source=int(s.source))
+            ctx.make(resp.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source))
             for s in entry.synonyms
         )
         if synonyms
@@ -97,7 +99,7 @@ def _result(
     ctx: RequestContext, resource: Any, code: ErrorCode, message: str, configs: tuple[Any, ...]
 ) -> Any:
     return ctx.make(
-        "DescribeConfigsResult",
+        resp.DescribeConfigsResult,
         error_code=code,
         error_message=message,
         resource_type=resource.resource_type,

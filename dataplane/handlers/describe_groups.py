@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.describe_groups.v6 import request as req
+from kio.schema.describe_groups.v6 import response as resp
 from kio.schema.errors import ErrorCode
 
 from dataplane.groups.group import ClassicGroup, GroupState
@@ -24,8 +26,8 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 NOT_REQUESTED = -(2**31)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
-    names = list(request.groups)
+def handle(ctx: RequestContext, request: req.DescribeGroupsRequest) -> Any:
+    names = [str(g) for g in request.groups]
     # include_authorized_operations exists from v3; earlier versions have no such field
     ops = (
         GROUP_OPERATIONS
@@ -38,7 +40,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         # Answers come in Kafka's order (grouped by coordinator partition).
         order = kafka_answer_order(names, groups.storage.partitions)
     return ctx.make(
-        "DescribeGroupsResponse",
+        resp.DescribeGroupsResponse,
         throttle_time=ZERO,
         groups=tuple(_describe(ctx, names[i], ops) for i in order),
     )
@@ -54,7 +56,7 @@ def _describe(ctx: RequestContext, group_id: str, ops: int) -> Any:
     except BrokerError as exc:
         return _empty(ctx, group_id, error_code_for(exc), exc.message, "")
     return ctx.make(
-        "DescribedGroup",
+        resp.DescribedGroup,
         error_code=ErrorCode.none,
         error_message=None,
         group_id=group_id,
@@ -73,7 +75,7 @@ def _protocol(group: ClassicGroup) -> str:
 def _member(ctx: RequestContext, group: ClassicGroup, member: Any) -> Any:
     protocol = _protocol(group)
     return ctx.make(
-        "DescribedGroupMember",
+        resp.DescribedGroupMember,
         member_id=member.member_id,
         group_instance_id=member.group_instance_id,
         client_id=member.client_id,
@@ -93,7 +95,7 @@ def _empty(
     ops: int = NOT_REQUESTED,
 ) -> Any:
     return ctx.make(
-        "DescribedGroup",
+        resp.DescribedGroup,
         error_code=code,
         error_message=message,
         group_id=group_id,

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v18 import request as req
+from kio.schema.fetch.v18 import response as resp
 
 from dataplane.handlers.context import RequestContext
 from dataplane.log.partition_log import PartitionLog
@@ -54,7 +56,7 @@ class _Wanted:
     """The replica resolved (set with ``plog``): a long poll waits on it."""
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.FetchRequest) -> Any:
     wanted = _resolve(ctx, request)
     results, total = _read_all(wanted, request.max_bytes)
     if any(data is REMOTE for _, data in results):
@@ -217,7 +219,7 @@ def _response(
         if plog is not None:
             start = plog.log_start_offset if w.replica else plog.first_offset
         part = ctx.make(
-            "PartitionData",
+            resp.PartitionData,
             partition_index=w.partition,
             error_code=code,
             high_watermark=hw,
@@ -230,7 +232,7 @@ def _response(
         entry[1].append(part)
     responses = tuple(
         ctx.make(
-            "FetchableTopicResponse",
+            resp.FetchableTopicResponse,
             topic=getattr(topic, "topic", None),
             topic_id=getattr(topic, "topic_id", None) or ZERO_UUID,
             partitions=tuple(parts),
@@ -238,7 +240,7 @@ def _response(
         for topic, parts in by_topic.values()
     )
     return ctx.make(
-        "FetchResponse",
+        resp.FetchResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         session_id=0,

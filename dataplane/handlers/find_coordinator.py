@@ -13,6 +13,8 @@ import contextlib
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v6 import request as req
+from kio.schema.find_coordinator.v6 import response as resp
 
 from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.handlers._groups import DEFAULT_MESSAGES, ZERO, coordinator_of
@@ -27,7 +29,7 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int
     return coordinator_of(ctx).find_coordinator(key_type, key)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.FindCoordinatorRequest) -> Any:
     key_type = int(getattr(request, "key_type", 0))
     if key_type == 0 and OFFSETS_TOPIC not in ctx.broker.metadata.topics:
         return _after_creating_offsets_topic(ctx, request)
@@ -47,7 +49,7 @@ async def _after_creating_offsets_topic(ctx: RequestContext, request: Any) -> An
 def _answer(ctx: RequestContext, request: Any, key_type: int) -> Any:
     if ctx.api_version >= BATCHED_VERSION:
         return ctx.make(
-            "FindCoordinatorResponse",
+            resp.FindCoordinatorResponse,
             throttle_time=ZERO,
             coordinators=tuple(_one(ctx, key_type, key) for key in request.coordinator_keys),
         )
@@ -56,7 +58,7 @@ def _answer(ctx: RequestContext, request: Any, key_type: int) -> Any:
     except BrokerError as exc:
         code = error_code_for(exc)
         return ctx.make(
-            "FindCoordinatorResponse",
+            resp.FindCoordinatorResponse,
             throttle_time=ZERO,
             error_code=code,
             error_message=_message(exc, DEFAULT_MESSAGES.get(code.value, exc.message)),
@@ -65,7 +67,7 @@ def _answer(ctx: RequestContext, request: Any, key_type: int) -> Any:
             port=-1,
         )
     return ctx.make(
-        "FindCoordinatorResponse",
+        resp.FindCoordinatorResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         error_message="NONE",
@@ -84,7 +86,7 @@ def _one(ctx: RequestContext, key_type: int, key: str) -> Any:
         default = DEFAULT_MESSAGES[42] if code is ErrorCode.invalid_request else ""
         message = _message(exc, default)
         return ctx.make(
-            "Coordinator",
+            resp.Coordinator,
             key=key,
             node_id=-1,
             host="",
@@ -93,7 +95,7 @@ def _one(ctx: RequestContext, key_type: int, key: str) -> Any:
             error_message=message,
         )
     return ctx.make(
-        "Coordinator",
+        resp.Coordinator,
         key=key,
         node_id=node,
         host=host,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat.v4 import request as req
+from kio.schema.heartbeat.v4 import response as resp
 
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
@@ -17,7 +19,7 @@ from wire.errors import BrokerError, error_code_for
 API_KEY = 12
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.HeartbeatRequest) -> Any:
     code = ErrorCode.none
     try:
         coordinator_of(ctx).membership.heartbeat(
@@ -28,4 +30,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
     except BrokerError as exc:
         code = error_code_for(exc)
-    return ctx.make("HeartbeatResponse", throttle_time=ZERO, error_code=code)
+    return ctx.make(resp.HeartbeatResponse, throttle_time=ZERO, error_code=code)

@@ -15,6 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kio.schema.incremental_alter_configs.v1 import request as req
+from kio.schema.incremental_alter_configs.v1 import response as resp
+
 from dataplane.cluster.changes import Changes
 from dataplane.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS
 from dataplane.handlers import _configs
@@ -28,14 +31,14 @@ GROUP_DEFINITIONS = {name: spec.definition for name, spec in GROUP_CONFIGS.items
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.IncrementalAlterConfigsRequest) -> Any:
     return _configs.alter_each(
         ctx,
         request,
         lambda c, resource, changes: _alter(
             c, resource, changes, validate_only=request.validate_only
         ),
-        "IncrementalAlterConfigsResponse",
+        (resp.IncrementalAlterConfigsResponse, resp.AlterConfigsResourceResponse),
     )
 
 

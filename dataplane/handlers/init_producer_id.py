@@ -16,6 +16,8 @@ import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v6 import request as req
+from kio.schema.init_producer_id.v6 import response as resp
 
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
@@ -26,7 +28,7 @@ MAX_VERSION = 5
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.InitProducerIdRequest) -> Any:
     if request.transactional_id is not None:
         return _answer(ctx, ErrorCode.invalid_request, -1, -1)
     return _new_producer(ctx)
@@ -42,7 +44,7 @@ async def _new_producer(ctx: RequestContext) -> Any:
 
 def _answer(ctx: RequestContext, code: ErrorCode, producer_id: int, epoch: int) -> Any:
     return ctx.make(
-        "InitProducerIdResponse",
+        resp.InitProducerIdResponse,
         throttle_time=ZERO,
         error_code=code,
         producer_id=producer_id,

@@ -11,6 +11,8 @@ import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.join_group.v9 import request as req
+from kio.schema.join_group.v9 import response as resp
 
 from dataplane.groups.group import JoinRequest, JoinResult
 from dataplane.handlers._groups import ZERO, client_host, coordinator_of, millis
@@ -20,7 +22,7 @@ from wire.errors import BrokerError, error_code_for
 API_KEY = 11
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.JoinGroupRequest) -> Any:
     session = millis(request.session_timeout)
     rebalance = session if ctx.api_version == 0 else millis(request.rebalance_timeout)
     join = JoinRequest(
@@ -55,7 +57,7 @@ def _response(ctx: RequestContext, result: JoinResult) -> Any:
     if protocol_name is None and ctx.api_version < 7:
         protocol_name = ""  # not nullable before v7
     return ctx.make(
-        "JoinGroupResponse",
+        resp.JoinGroupResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none if result.error is None else error_code_for(result.error),
         generation_id=result.generation_id,
@@ -66,7 +68,7 @@ def _response(ctx: RequestContext, result: JoinResult) -> Any:
         member_id=result.member_id,
         members=tuple(
             ctx.make(
-                "JoinGroupResponseMember",
+                resp.JoinGroupResponseMember,
                 member_id=m.member_id,
                 group_instance_id=m.group_instance_id,
                 metadata=m.metadata,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.list_groups.v5 import request as req
+from kio.schema.list_groups.v5 import response as resp
 
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
@@ -17,22 +19,22 @@ from wire.errors import BrokerError, error_code_for
 API_KEY = 16
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.ListGroupsRequest) -> Any:
     try:
         groups = coordinator_of(ctx).list_groups(
             getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
         )
     except BrokerError as exc:
         return ctx.make(
-            "ListGroupsResponse", throttle_time=ZERO, error_code=error_code_for(exc), groups=()
+            resp.ListGroupsResponse, throttle_time=ZERO, error_code=error_code_for(exc), groups=()
         )
     return ctx.make(
-        "ListGroupsResponse",
+        resp.ListGroupsResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         groups=tuple(
             ctx.make(
-                "ListedGroup",
+                resp.ListedGroup,
                 group_id=g.group_id,
                 protocol_type=g.protocol_type or "",
                 group_state=g.state.value,

@@ -9,8 +9,11 @@ import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v11 import request as req
+from kio.schema.list_offsets.v11 import response as resp
 
 from dataplane.handlers.context import RequestContext
+from dataplane.log.partition_log import PartitionLog
 from wire.errors import BrokerError, error_code_for
 
 API_KEY = 2
@@ -18,7 +21,7 @@ ZERO = datetime.timedelta(0)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.ListOffsetsRequest) -> Any:
     remote = ctx.broker.remote
     if remote is not None and any(p.timestamp >= 0 for t in request.topics for p in t.partitions):
         return _with_remote(ctx, request)
@@ -65,31 +68,29 @@ def _answer(
                 offset, timestamp = hit if hit is not None else _lookup(plog, p.timestamp)
                 partitions.append(
                     ctx.make(
-                        "ListOffsetsPartitionResponse",
+                        resp.ListOffsetsPartitionResponse,
                         partition_index=p.partition_index,
                         error_code=ErrorCode.none,
                         timestamp=timestamp,
                         offset=offset,
-                        old_style_offsets=(offset,),
                         leader_epoch=part.leader_epoch,
                     )
                 )
             except BrokerError as exc:
                 partitions.append(
                     ctx.make(
-                        "ListOffsetsPartitionResponse",
+                        resp.ListOffsetsPartitionResponse,
                         partition_index=p.partition_index,
                         error_code=error_code_for(exc),
-                        old_style_offsets=(),
                     )
                 )
         topics.append(
-            ctx.make("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(partitions))
+            ctx.make(resp.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions))
         )
-    return ctx.make("ListOffsetsResponse", throttle_time=ZERO, topics=tuple(topics))
+    return ctx.make(resp.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
 
 
-def _lookup(plog: Any, timestamp: int) -> tuple[int, int]:
+def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
     if timestamp == LATEST:
         return plog.high_watermark, -1
     if timestamp == EARLIEST:

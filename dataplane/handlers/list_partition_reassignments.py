@@ -7,6 +7,8 @@ import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.list_partition_reassignments.v0 import request as req
+from kio.schema.list_partition_reassignments.v0 import response as resp
 
 from dataplane.handlers.context import RequestContext
 
@@ -14,7 +16,7 @@ API_KEY = 46
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.ListPartitionReassignmentsRequest) -> Any:
     image = ctx.broker.metadata
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
@@ -27,7 +29,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         by_topic.setdefault(topic, []).append(
             ctx.make(
-                "OngoingPartitionReassignment",
+                resp.OngoingPartitionReassignment,
                 partition_index=partition,
                 replicas=state.replicas,
                 adding_replicas=state.adding,
@@ -35,12 +37,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return ctx.make(
-        "ListPartitionReassignmentsResponse",
+        resp.ListPartitionReassignmentsResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         error_message=None,
         topics=tuple(
-            ctx.make("OngoingTopicReassignment", name=name, partitions=tuple(parts))
+            ctx.make(resp.OngoingTopicReassignment, name=name, partitions=tuple(parts))
             for name, parts in by_topic.items()
         ),
     )

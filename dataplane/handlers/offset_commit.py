@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v10 import response as resp
 
 from dataplane.groups.coordinator import OffsetCommitEntry
 from dataplane.handlers._groups import ZERO, coordinator_of, millis
@@ -25,6 +26,9 @@ from wire.errors import (
     error_code_for,
 )
 
+VersionedRequest: TypeAlias = Any
+"""Its fields change shape between versions (read by version), which no single kio class
+describes."""
 API_KEY = 8
 TOPIC_ID_VERSION = 10
 log = logging.getLogger(__name__)
@@ -33,7 +37,7 @@ Answer = tuple[Any, int, BrokerError | None]
 """(request topic, partition index, error)."""
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     topics = ctx.broker.metadata
     rejected: list[Answer] = []
     accepted: list[tuple[Any, OffsetCommitEntry]] = []
@@ -100,17 +104,17 @@ def _response(ctx: RequestContext, answers: list[Answer]) -> Any:
         entry = by_topic.setdefault(id(topic), (topic, []))
         entry[1].append(
             ctx.make(
-                "OffsetCommitResponsePartition",
+                resp.OffsetCommitResponsePartition,
                 partition_index=partition,
                 error_code=ErrorCode.none if error is None else error_code_for(error),
             )
         )
     return ctx.make(
-        "OffsetCommitResponse",
+        resp.OffsetCommitResponse,
         throttle_time=ZERO,
         topics=tuple(
             ctx.make(
-                "OffsetCommitResponseTopic",
+                resp.OffsetCommitResponseTopic,
                 name=getattr(topic, "name", None),
                 topic_id=getattr(topic, "topic_id", None),
                 partitions=tuple(parts),

@@ -16,6 +16,8 @@ import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_delete.v0 import request as req
+from kio.schema.offset_delete.v0 import response as resp
 
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 Results = list[tuple[str, list[tuple[int, BrokerError | None]]]]
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.OffsetDeleteRequest) -> Any:
     image = ctx.broker.metadata
     asked: list[tuple[str, list[int]]] = []
     unknown: Results = []
@@ -68,16 +70,16 @@ def _merge(order: list[str], results: Results) -> Results:
 
 def _response(ctx: RequestContext, code: ErrorCode, results: Results) -> Any:
     return ctx.make(
-        "OffsetDeleteResponse",
+        resp.OffsetDeleteResponse,
         error_code=code,
         throttle_time=ZERO,
         topics=tuple(
             ctx.make(
-                "OffsetDeleteResponseTopic",
+                resp.OffsetDeleteResponseTopic,
                 name=topic,
                 partitions=tuple(
                     ctx.make(
-                        "OffsetDeleteResponsePartition",
+                        resp.OffsetDeleteResponsePartition,
                         partition_index=partition,
                         error_code=ErrorCode.none if error is None else error_code_for(error),
                     )

@@ -8,14 +8,19 @@ accepted and has no effect (there are no pending transactional commits yet).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_fetch.v7 import response as old
+from kio.schema.offset_fetch.v10 import response as resp
 
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, InvalidGroupId, error_code_for
 
+VersionedRequest: TypeAlias = Any
+"""Its fields change shape between versions (read by version), which no single kio class
+describes."""
 API_KEY = 9
 GROUPS_VERSION = 8
 TOPIC_ID_VERSION = 10
@@ -26,10 +31,10 @@ Partition = tuple[int, int, int, str, ErrorCode]
 TopicAnswer = tuple[str | None, uuid.UUID | None, list[Partition]]
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     if ctx.api_version >= GROUPS_VERSION:
         groups = tuple(_group(ctx, g.group_id, g.topics) for g in request.groups)
-        return ctx.make("OffsetFetchResponse", throttle_time=ZERO, groups=groups)
+        return ctx.make(resp.OffsetFetchResponse, throttle_time=ZERO, groups=groups)
     error, topics = _fetch(ctx, request.group_id, request.topics)
     if error is not None:
         if ctx.api_version >= TOP_LEVEL_ERROR_VERSION:
@@ -40,9 +45,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 for name, tid, parts in topics
             ]
     return ctx.make(
-        "OffsetFetchResponse",
+        resp.OffsetFetchResponse,
         throttle_time=ZERO,
-        topics=tuple(_topic(ctx, "OffsetFetchResponseTopic", t) for t in topics),
+        topics=tuple(
+            _topic(ctx, old.OffsetFetchResponseTopic, old.OffsetFetchResponsePartition, t)
+            for t in topics
+        ),
         error_code=error or ErrorCode.none,
     )
 
@@ -50,9 +58,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 def _group(ctx: RequestContext, group_id: str, topics: Any) -> Any:
     error, answers = _fetch(ctx, group_id, topics)
     return ctx.make(
-        "OffsetFetchResponseGroup",
+        resp.OffsetFetchResponseGroup,
         group_id=group_id,
-        topics=() if error else tuple(_topic(ctx, "OffsetFetchResponseTopics", t) for t in answers),
+        topics=()
+        if error
+        else tuple(
+            _topic(ctx, resp.OffsetFetchResponseTopics, resp.OffsetFetchResponsePartitions, t)
+            for t in answers
+        ),
         error_code=error or ErrorCode.none,
     )
 
@@ -113,13 +126,9 @@ def _fetch(
     return None, answers + unknown
 
 
-def _topic(ctx: RequestContext, entity: str, answer: TopicAnswer) -> Any:
+def _topic(ctx: RequestContext, entity: type, part_entity: type, answer: TopicAnswer) -> Any:
+    """A topic's answer: entities of v0-v7 (``old``) or of v8+ (one group per request)."""
     name, topic_id, partitions = answer
-    part_entity = (
-        "OffsetFetchResponsePartitions"
-        if entity.endswith("Topics")
-        else "OffsetFetchResponsePartition"
-    )
     return ctx.make(
         entity,
         name=name,

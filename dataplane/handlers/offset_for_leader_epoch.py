@@ -13,6 +13,8 @@ import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_for_leader_epoch.v4 import request as req
+from kio.schema.offset_for_leader_epoch.v4 import response as resp
 
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
@@ -21,7 +23,7 @@ API_KEY = 23
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.OffsetForLeaderEpochRequest) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
@@ -33,7 +35,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 epoch, end = part.plog.end_offset_for_epoch(p.leader_epoch)
                 partitions.append(
                     ctx.make(
-                        "EpochEndOffset",
+                        resp.EpochEndOffset,
                         error_code=ErrorCode.none,
                         partition=p.partition,
                         leader_epoch=epoch,
@@ -43,7 +45,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             except BrokerError as exc:
                 partitions.append(
                     ctx.make(
-                        "EpochEndOffset",
+                        resp.EpochEndOffset,
                         error_code=error_code_for(exc),
                         partition=p.partition,
                         leader_epoch=-1,
@@ -51,6 +53,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                 )
         topics.append(
-            ctx.make("OffsetForLeaderTopicResult", topic=topic.topic, partitions=tuple(partitions))
+            ctx.make(
+                resp.OffsetForLeaderTopicResult, topic=topic.topic, partitions=tuple(partitions)
+            )
         )
-    return ctx.make("OffsetForLeaderEpochResponse", throttle_time=ZERO, topics=tuple(topics))
+    return ctx.make(resp.OffsetForLeaderEpochResponse, throttle_time=ZERO, topics=tuple(topics))

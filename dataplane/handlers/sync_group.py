@@ -11,6 +11,8 @@ import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.sync_group.v5 import request as req
+from kio.schema.sync_group.v5 import response as resp
 
 from dataplane.groups.group import SyncRequest, SyncResult
 from dataplane.handlers._groups import ZERO, coordinator_of
@@ -21,7 +23,7 @@ API_KEY = 14
 MANDATORY_PROTOCOL_VERSION = 5
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.SyncGroupRequest) -> Any:
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
     if ctx.api_version >= MANDATORY_PROTOCOL_VERSION and (
@@ -53,7 +55,7 @@ async def _parked(ctx: RequestContext, future: asyncio.Future[SyncResult]) -> An
 
 def _response(ctx: RequestContext, result: SyncResult) -> Any:
     return ctx.make(
-        "SyncGroupResponse",
+        resp.SyncGroupResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none if result.error is None else error_code_for(result.error),
         protocol_type=result.protocol_type,

@@ -11,6 +11,8 @@ import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.unregister_broker.v0 import request as req
+from kio.schema.unregister_broker.v0 import response as resp
 
 from dataplane.cluster import records as r
 from dataplane.cluster.changes import Changes
@@ -21,7 +23,7 @@ API_KEY = 64
 ZERO = datetime.timedelta(0)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: req.UnregisterBrokerRequest) -> Any:
     return via_controller(ctx, request, _decide)
 
 
@@ -30,7 +32,7 @@ def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
     controller = changes.controller
     if broker_id not in changes.image.brokers:
         return ctx.make(
-            "UnregisterBrokerResponse",
+            resp.UnregisterBrokerResponse,
             throttle_time=ZERO,
             error_code=ErrorCode.broker_id_not_registered,
             error_message=f"Broker ID {broker_id} is not currently registered",
@@ -38,7 +40,7 @@ def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
     changes.records.extend(controller.fence_records(broker_id))
     changes.records.append(r.UnregisterBroker(broker_id))
     return ctx.make(
-        "UnregisterBrokerResponse",
+        resp.UnregisterBrokerResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         error_message=None,

@@ -239,7 +239,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> AppendResult:
+    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> AppendResult:  # noqa: C901, PLR0912 - the append path: one flat sequence of checks
         """Append validated batches from a produce request (``data`` is not modified).
 
         Raises MessageTooLarge, InvalidRecords / InvalidTimestamps (records that break the

@@ -111,7 +111,7 @@ def decode(data: bytes) -> Message:
     return message
 
 
-def _decode(buf: memoryview) -> tuple[Message, int]:
+def _decode(buf: memoryview) -> tuple[Message, int]:  # noqa: PLR0912 - one branch per Raft message type
     kind, src, dst, term = _HEAD.unpack_from(buf, 0)
     pos = _HEAD.size
     if kind == _APPEND_REQUEST:

@@ -511,7 +511,7 @@ class RaftNode:
     def _send(self, message: Message) -> None:
         self._msgs.append(message)
 
-    def step(self, m: Message) -> None:
+    def step(self, m: Message) -> None:  # noqa: C901, PLR0912 - the Raft state machine's step, as in the paper
         """Handle a message from another node."""
         if m.dst != self.id or m.src == self.id:
             return

@@ -138,7 +138,7 @@ class RaftStorage:
             raise StorageCorrupt(f"{path}: not a Raft snapshot file")
         return Snapshot(index, term, data[_SNAP_HEAD.size : -4])
 
-    def _recover_log(self) -> list[Entry]:
+    def _recover_log(self) -> list[Entry]:  # noqa: C901, PLR0912, PLR0915 - log recovery: every way a file can be torn
         try:
             data = self._path.read_bytes()
         except FileNotFoundError:
