@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from bench.clients import PRODUCER_SETTINGS, Kcat, children_cpu, high_watermark
 from bench.common import (
     REPO,
@@ -126,8 +128,6 @@ def record_file(workdir: Path, count: int) -> Path:
 
 
 def create_topic(bootstrap: str, topic: str, topic_type: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     config = {"compression.type": topic_type}
     admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=30)
@@ -141,8 +141,6 @@ def create_topic(bootstrap: str, topic: str, topic_type: str) -> None:
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     admin.delete_topics([topic])[topic].result(timeout=30)
 

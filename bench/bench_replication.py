@@ -43,9 +43,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Producer
+
 from bench import clients
 from bench.common import Failed, Figure, Measure, fmt_rate, kill_all_children, python
 from bench.servers import KafkaServer, SluiceServer
+from tests.support import kafka_oracle
+from tests.support.cluster_workload import (
+    SteadyProducer,
+    admin_client,
+    create_topic,
+    leader_of,
+    wait_for,
+    wait_in_isr,
+    wait_out_of_isr,
+)
+from tests.support.kafka_cluster import KafkaCluster
+from tests.support.sluice_cluster import ClusterNotFormed, SluiceCluster
 
 SIZE = 100
 LATENCY_RATE = 2000
@@ -170,8 +184,6 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
     unlimited in-flight requests every record becomes its own request; Kafka serves a
     connection's requests one at a time, each waiting for the followers, and the queue grew
     without bound (p50 of 9 s measured at 2,000/s)."""
-    from confluent_kafka import Producer
-
     errors: list[str] = []
     samples: list[float] = []
     measuring = [False]
@@ -227,15 +239,6 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
 
 
 def measure_failover(cluster: Any, topic: str, kills: int) -> Figure:
-    from tests.support.cluster_workload import (
-        SteadyProducer,
-        admin_client,
-        leader_of,
-        wait_for,
-        wait_in_isr,
-        wait_out_of_isr,
-    )
-
     admin = admin_client(cluster.bootstrap)
     producer = SteadyProducer(
         cluster.bootstrap, topic, FAILOVER_PARTITIONS, rate=FAILOVER_RATE
@@ -289,8 +292,6 @@ def run_system(
     records: Path,
     settings: Settings,
 ) -> None:
-    from tests.support.cluster_workload import create_topic
-
     count = settings.count
     server = None
     try:
@@ -347,8 +348,6 @@ def run_system(
         )
         results.put(system, FAILOVER, measure_failover(cluster, "repl-failover", settings.kills))
     except Exception as exc:
-        from tests.support.sluice_cluster import ClusterNotFormed
-
         if isinstance(exc, ClusterNotFormed):
             first = str(exc).splitlines()[0]
             reason = f"{system} cluster did not form: {first}"
@@ -477,9 +476,6 @@ def run(
     settings: Settings, workdir: Path, client: clients.Client, kafka_version: str = ""
 ) -> list[str]:
     """Both systems, one after the other; returns the report's lines (also printed)."""
-    from tests.support.kafka_cluster import KafkaCluster
-    from tests.support.sluice_cluster import SluiceCluster
-
     results = Results()
     records = clients.record_file(workdir, SIZE, settings.count)
     print("bench: replication, Sluice", flush=True)
@@ -525,15 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=("kcat", "confluent"), default=None)
     parser.add_argument("--workdir", help="parent of the temporary data dirs (default: TMPDIR)")
     args = parser.parse_args(argv)
-    from tests.support.kafka_oracle import kafka_version
-
     workdir = Path(tempfile.mkdtemp(prefix="sluice-bench-repl-", dir=args.workdir))
     try:
         name = args.client or ("kcat" if clients.Kcat.available() else "confluent")
         client: clients.Client = (
             clients.Kcat(workdir) if name == "kcat" else clients.Confluent(workdir)
         )
-        run(Settings(args.quick, args.skip_kafka), workdir, client, kafka_version() or "")
+        kafka = kafka_oracle.kafka_version() or ""
+        run(Settings(args.quick, args.skip_kafka), workdir, client, kafka)
         return 0
     finally:
         kill_all_children()

@@ -42,6 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
 from bench.bench_tiered import (
     Meter,
     Usage,
@@ -52,9 +59,14 @@ from bench.bench_tiered import (
     store_for,
 )
 from bench.common import CLK_TCK, REPO, replace_section
+from spark.options import read_options
+from spark.planning import TieredSplit
+from spark.records import arrow_schema, spark_ddl
 from spark.remote_log import RemoteLog, describe_remote_log
+from spark.source import SluiceReader
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.spark_session import local_session, stock_connector_jars, stop_session
 from tests.support.tiering import data_source_options
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.layout import segment_keys
@@ -114,8 +126,6 @@ class Topic:
 
 
 def create(broker: BrokerProcess, topic: Topic) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     config = {
         "remote.storage.enable": "true",
         "segment.bytes": str(SEGMENT),
@@ -142,8 +152,6 @@ def settled(broker: BrokerProcess, topic: Topic) -> bool:
 
 
 def watermarks(broker: BrokerProcess, topic: Topic) -> list[tuple[int, int]]:
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm", "log_level": 0})
     try:
         return [
@@ -192,7 +200,6 @@ def memory_source() -> type:
     """A Python data source that yields the rows of a topic's shape from memory (input
     partitions of ~16 MiB, Arrow batches of 10,000 rows of the Kafka schema): Spark's own
     cost for a Python data source, with nothing to fetch or decode."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class MemoryReader(DataSourceReader):
         def __init__(self, highs: list[int]) -> None:
@@ -207,10 +214,6 @@ def memory_source() -> type:
             ]
 
         def read(self, partition: InputPartition) -> Any:
-            import pyarrow as pa
-
-            from spark.records import arrow_schema
-
             p, start, end = partition.value
             value = os.urandom(RECORD)
             for first in range(start, end, 10_000):
@@ -234,8 +237,6 @@ def memory_source() -> type:
             return "bench-memory"
 
         def schema(self) -> str:
-            from spark.records import spark_ddl
-
             return spark_ddl(False)
 
         def reader(self, schema: Any) -> DataSourceReader:
@@ -274,8 +275,6 @@ class SparkReader:
         return reader.load()
 
     def query(self, kind: str, topic: Topic, ending: str = "latest") -> tuple[Any, Any]:
-        from pyspark.sql import functions as F
-
         df = self.frame(kind, topic, ending)
         return df, df.agg(
             F.count("*").alias("n"),
@@ -308,8 +307,6 @@ class SparkReader:
 def consume(broker: BrokerProcess, s3: EmbeddedS3, topic: Topic) -> Read:
     """A plain confluent-kafka consumer, every partition from offset 0 to its high
     watermark, no consumer group; values' lengths summed."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
     meter = Meter(s3, broker)
     consumer = Consumer(
         {
@@ -358,12 +355,6 @@ def decode_alone(s3: EmbeddedS3, broker: BrokerProcess, topic: Topic) -> tuple[f
     """The executor's work for the topic's tiered splits, in this process without Spark:
     ``spark.source``'s reader plans the topic and reads every tiered split (GETs, CRC
     checks, decoding into Arrow batches). Returns (CPU seconds, bytes of values)."""
-    import pyarrow.compute as pc
-
-    from spark.options import read_options
-    from spark.planning import TieredSplit
-    from spark.source import SluiceReader
-
     options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic.name}
     options |= s3_options(s3)
     reader = SluiceReader(read_options(options, streaming=False))
@@ -444,8 +435,6 @@ def read_once(
 
 
 def measure(mib: int, counts: list[int], runs: int, workdir: Path | None) -> dict[str, Any]:
-    from tests.support.spark_session import local_session, stock_connector_jars, stop_session
-
     if not stock_connector_jars():
         raise SystemExit("Spark's Kafka connector is missing: run make spark-kafka")
     out: dict[str, Any] = {"load_before": os.getloadavg(), "mib": mib, "runs": runs}

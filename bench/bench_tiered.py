@@ -49,7 +49,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
 from bench.common import REPO, Others, cpu_seconds, replace_section
+from controlplane.kafka import Admin
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
 from tiered.config import ObjectStoreSettings
@@ -248,22 +258,16 @@ def broker_settings(
 
 
 def admin(broker: BrokerProcess) -> Any:
-    from confluent_kafka.admin import AdminClient
-
     return AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
 
 
 def create(broker: BrokerProcess, topic: str, config: dict[str, str]) -> None:
-    from confluent_kafka.admin import NewTopic
-
     client = admin(broker)  # kept: a destroyed client fails its futures
     client.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
 
 
 def alter(broker: BrokerProcess, topic: str, key: str, value: str) -> None:
     """IncrementalAlterConfigs SET of one topic config."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-
     entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
     resource_ = ConfigResource("topic", topic, incremental_configs=[entry])
     client = admin(broker)
@@ -275,8 +279,6 @@ def produce(
 ) -> None:
     """``count`` records of RECORD random bytes to each topic (the same records to each);
     with ``partitions``, record i to partition i % partitions (else the client's choice)."""
-    from confluent_kafka import Producer
-
     producer = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -308,8 +310,6 @@ def produce(
 
 
 def watermarks(broker: BrokerProcess, topic: str) -> tuple[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer(
         {"bootstrap.servers": broker.bootstrap, "group.id": "bench-wm", "log_level": 0}
     )
@@ -322,8 +322,6 @@ def watermarks(broker: BrokerProcess, topic: str) -> tuple[int, int]:
 
 def describe_remote(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
     """DescribeRemoteLog's segments of partition 0."""
-    from controlplane.kafka import Admin
-
     host, port = broker.bootstrap.split(":")
     doc = asyncio.run(Admin(host, int(port), 10).describe_remote_log([topic]))
     part = doc["topics"].get(topic, {}).get("partitions", {}).get("0", {})

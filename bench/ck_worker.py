@@ -10,10 +10,10 @@ import json
 import sys
 import time
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
 
 def produce(bootstrap: str, topic: str, path: str, count: int, settings: dict[str, str]) -> None:
-    from confluent_kafka import Producer
-
     conf = {k: v for k, v in settings.items() if k != "compression.codec"}
     producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0, **conf})
     errors = []
@@ -41,8 +41,6 @@ def produce(bootstrap: str, topic: str, path: str, count: int, settings: dict[st
 
 
 def consume(bootstrap: str, topic: str, count: int) -> None:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
+from confluent_kafka import Consumer, TopicPartition
+
 from bench.common import Failed, Figure, Measure, Others, python, tool
 
 PRODUCER_SETTINGS = {
@@ -50,8 +53,6 @@ def record_file(workdir: Path, size: int, count: int) -> Path:
 
 
 def high_watermark(bootstrap: str, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "sluice-bench-hw", "log_level": 0}
     )
@@ -151,8 +152,6 @@ class Confluent(Client):
     name = "confluent-kafka"
 
     def version(self) -> str:
-        import confluent_kafka
-
         ck, rdk = confluent_kafka.__version__, confluent_kafka.libversion()[0]
         return f"confluent-kafka {ck}, librdkafka {rdk}"
 

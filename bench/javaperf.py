@@ -15,20 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Failed, Figure, Measure
+from tests.support.kafka_oracle import kafka_java_command, oracle_available
 
 PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
 
 
 def available() -> str | None:
-    from tests.support.kafka_oracle import oracle_available
-
     return oracle_available()
 
 
 def _command(main_class: str, *args: str) -> list[str]:
-    from tests.support.kafka_oracle import kafka_java_command
-
     return kafka_java_command(main_class, *args, heap="-Xmx1g")
 
 

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 from bench import frames
 from bench.common import Failed, Figure, Measure, Others, python
 
@@ -225,13 +227,7 @@ def measure(
 
 
 def main() -> None:
-    try:
-        import uvloop
-
-        run: Any = uvloop.run
-    except ImportError:
-        run = asyncio.run
-    result = run(_worker(sys.argv[1:8]))
+    result = uvloop.run(_worker(sys.argv[1:8]))
     # To a file, not stdout: a large write to a pipe can come out short after the loop ran.
     with open(sys.argv[8], "w") as out:
         json.dump(result, out)

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dataplane.main import main as broker_main
+
 PROFILE_DIR = Path(os.environ.get("SLUICE_BENCH_PROFILE_DIR", "."))
 _state: dict[str, Any] = {}
 
@@ -49,8 +51,6 @@ def _stop(_signum: int, _frame: Any) -> None:
 
 
 def main() -> int:
-    from dataplane.main import main as broker_main
-
     signal.signal(signal.SIGUSR1, _start)
     signal.signal(signal.SIGUSR2, _stop)
     return broker_main(sys.argv[1:])

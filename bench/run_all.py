@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import io
 import pstats
 import re
 import shutil
@@ -43,6 +44,7 @@ from bench.common import (
     tool,
 )
 from bench.servers import KafkaServer, RedisServer, SluiceServer
+from tests.support.kafka_oracle import kafka_version
 
 BENCHES = ("disk", "loopback", "redis", "produce", "consume", "one-record", "java", "replication")
 # Run when --only is not given. replication is opt-in until Sluice brokers replicate; its
@@ -614,8 +616,6 @@ def run_profile(plan: Plan, workdir: Path, client: clients.Client) -> str:
 
 
 def _profile_text(prof: Path, figure: Figure) -> str:
-    import io
-
     buf = io.StringIO()
     buf.write(f"# {prof.stem}: {describe(figure)}\n")
     stats = pstats.Stats(str(prof), stream=buf)
@@ -746,8 +746,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def versions(client: clients.Client) -> dict[str, str]:
     out = {"client": client.version()}
-    from tests.support.kafka_oracle import kafka_version
-
     out["kafka"] = kafka_version() or "absent"
     if tool("redis-server"):
         out["redis"] = command_version(["redis-server", "--version"]).split(" sha=")[0]

@@ -16,8 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from bench import frames
 from bench.common import REPO, cpu_seconds, free_port, python, spawn, stop_process, tool, wait_port
+from tests.support.kafka_oracle import KafkaOracle, oracle_available
 
 
 class SluiceServer:
@@ -107,14 +110,10 @@ class KafkaServer:
     name = "Kafka"
 
     def __init__(self, workdir: Path) -> None:
-        from tests.support.kafka_oracle import KafkaOracle
-
         self.oracle = KafkaOracle(workdir, startup_timeout=180, heap="-Xmx2g")
 
     @staticmethod
     def unavailable() -> str | None:
-        from tests.support.kafka_oracle import oracle_available
-
         return oracle_available()
 
     @property
@@ -155,8 +154,6 @@ class KafkaServer:
 
 def _admin_create(bootstrap: str, topic: str) -> bool:
     """CreateTopics through confluent-kafka's AdminClient; False if the broker refuses."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=1, replication_factor=1)], request_timeout=15

@@ -17,6 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import grpc_tools
+from grpc_tools import protoc
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "proto" / "sluice" / "v1"
 
@@ -27,9 +30,6 @@ def proto_files() -> list[Path]:
 
 def generate(out_dir: Path) -> list[Path]:
     """Run protoc (from grpcio-tools) into ``out_dir``; returns the files written."""
-    import grpc_tools
-    from grpc_tools import protoc
-
     include = Path(grpc_tools.__file__).parent / "_proto"
     sources = [str(p.relative_to(ROOT)) for p in proto_files()]
     args = [

@@ -15,6 +15,7 @@ FORMAT = "sluice"
 
 def register(session: Any) -> None:
     """Register ``format("sluice")`` with a SparkSession (``session.dataSource.register``)."""
-    from spark.source import SluiceDataSource
+    # spark.source imports pyspark: `import spark` must not load Spark, only register() does
+    from spark.source import SluiceDataSource  # noqa: PLC0415 - defers pyspark to register()
 
     session.dataSource.register(SluiceDataSource)

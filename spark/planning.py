@@ -23,6 +23,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as TP
+
 from spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, ReadOptions
 from spark.remote_log import RemoteLog, RemotePartition, describe_remote_log
 from tiered.layout import segment_keys
@@ -190,8 +193,6 @@ class Brokers:
     membership: metadata, watermarks and timestamp lookups only)."""
 
     def __init__(self, options: ReadOptions, timeout: float = 30.0) -> None:
-        from confluent_kafka import Consumer
-
         self.timeout = timeout
         self.consumer = Consumer(
             {
@@ -232,8 +233,6 @@ class Brokers:
     def watermarks(
         self, partitions: Sequence[TopicPartition]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        from confluent_kafka import TopicPartition as TP
-
         low: dict[TopicPartition, int] = {}
         high: dict[TopicPartition, int] = {}
         for tp in partitions:
@@ -242,8 +241,6 @@ class Brokers:
         return low, high
 
     def offsets_for_times(self, wanted: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        from confluent_kafka import TopicPartition as TP
-
         if not wanted:
             return {}
         found = self.consumer.offsets_for_times(

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import Producer
+
 WRITABLE = ("topic", "key", "value", "headers", "partition")
 
 
@@ -54,8 +56,6 @@ def _bytes(value: Any, column: str) -> bytes | None:
 
 def produce_rows(options: WriteOptions, rows: Iterable[Any]) -> int:
     """Produce every row and wait for all deliveries; returns the number written."""
-    from confluent_kafka import Producer
-
     producer = Producer(
         {**options.producer_conf, "bootstrap.servers": options.bootstrap, "log_level": 3}
     )

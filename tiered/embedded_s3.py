@@ -52,6 +52,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from werkzeug.serving import make_server
+
+# moto is imported only inside what the server process runs (serve, install_hooks,
+# DiskMirror.sync_key): the control plane, tests and benches import this module for
+# EmbeddedS3, the launcher, and must not load moto. Importing it costs ~0.1-0.3 s and
+# appends moto's BotocoreStubber to botocore's BUILTIN_HANDLERS, i.e. into every boto3
+# client that process creates afterwards.
+
 MAGIC = b"SLUS3OB1"
 _HEADER = struct.Struct(">I")
 _COPY_CHUNK = 4 * 1024 * 1024
@@ -115,7 +123,7 @@ class DiskMirror:
         self._write_atomic(path / "bucket.json", [json.dumps(meta).encode()])
 
     def sync_key(self, backend: Any, bucket_name: str, key_name: str) -> None:
-        from moto.s3.models import FakeKey
+        from moto.s3.models import FakeKey  # noqa: PLC0415 - moto: server process only, see top
 
         with self._lock(bucket_name, key_name):
             bucket = backend.buckets.get(bucket_name)
@@ -216,7 +224,7 @@ def _note(kind: str, backend: Any, bucket: str, key: str = "") -> None:
 
 def install_hooks() -> None:
     """Wrap the four mutating methods of moto's S3 backend (once per process)."""
-    from moto.s3.models import S3Backend
+    from moto.s3.models import S3Backend  # noqa: PLC0415 - moto: server process only, see top
 
     if getattr(S3Backend, "_sluice_hooked", False):
         return
@@ -295,13 +303,12 @@ class DurableApp:
 
 
 def serve(data_dir: Path, host: str, port: int) -> None:
-    from moto.moto_server.werkzeug_app import (
+    from moto.moto_server.werkzeug_app import (  # noqa: PLC0415 - moto: server process only, see top
         DomainDispatcherApplication,
         MotoRequestHandler,
         create_backend_app,
     )
-    from moto.s3.models import s3_backends
-    from werkzeug.serving import make_server
+    from moto.s3.models import s3_backends  # noqa: PLC0415 - moto: server process only, see top
 
     data_dir.mkdir(parents=True, exist_ok=True)
     mirror = DiskMirror(data_dir)

@@ -18,6 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import boto3
+from botocore.config import Config
+
 from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError, ObjectStoreUnavailable, map_error
 
@@ -106,9 +109,6 @@ class S3ObjectStore:
         return self._client
 
     def _make_client(self) -> Any:
-        import boto3
-        from botocore.config import Config
-
         s = self.settings
         config = Config(
             region_name=s.region,

@@ -24,6 +24,8 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 import spark
+from spark.options import read_options
+from spark.planning import TieredSplit, plan
 
 
 def main() -> None:
@@ -85,9 +87,6 @@ def backfill(session: SparkSession, options: dict[str, str], out: str | None = N
 def show_plan(options: dict[str, str]) -> None:
     """How the read splits: one input partition per tiered segment, one hot tail per
     partition (the same planning Spark runs; printed for the curious)."""
-    from spark.options import read_options
-    from spark.planning import TieredSplit, plan
-
     planned = plan(read_options(options, streaming=False))
     tiered = [s for s in planned.splits if isinstance(s, TieredSplit)]
     hot = [s for s in planned.splits if not isinstance(s, TieredSplit)]

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.cluster_workload import (
     Cluster,
@@ -127,8 +128,6 @@ class Member(threading.Thread):
             self.closed.set()
 
     def _run(self) -> None:
-        from confluent_kafka import Consumer
-
         consumer = Consumer(consumer_config(self.bootstrap))
         try:
             consumer.subscribe([TOPIC])
@@ -189,8 +188,6 @@ def coordinator_of(admin: Any) -> int:
 def committed_by(observer: Any) -> dict[int, int]:
     """The group's committed offsets (OffsetFetch through ``observer``, a consumer with the
     group's id that never joins it; -1001: none), refreshed from the coordinator."""
-    from confluent_kafka import TopicPartition
-
     tps = observer.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10)
     for tp in tps:
         if tp.error is not None:
@@ -265,8 +262,6 @@ def test_coordinator_killed_offsets_survive(
 def run_scenario(
     kind: str, cluster: Cluster, capsys: pytest.CaptureFixture[str], started: float
 ) -> None:
-    from confluent_kafka import Consumer, Producer
-
     admin = admin_client(cluster.bootstrap)
     create_topic(cluster.bootstrap, TOPIC, partitions=PARTITIONS, replication=REPLICATION)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "log_level": 0})
@@ -387,8 +382,6 @@ def fresh_member_reads(bootstrap: str, producer: Any) -> list[tuple[int, int]]:
     """Join the group with a new consumer and wait until it owns every partition; poll two
     more seconds, then write one record to each partition and poll until that many records
     arrived. Every (partition, offset) it received, sorted."""
-    from confluent_kafka import Consumer
-
     consumer = Consumer(consumer_config(bootstrap))
     got: list[tuple[int, int]] = []
 

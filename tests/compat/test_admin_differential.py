@@ -13,10 +13,12 @@ alter operation on a topic. Kafka's own state is left as found: config changes a
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
@@ -69,6 +71,17 @@ def creatable(name: str, partitions: int = 1, rf: int = 1, **kw: Any) -> Any:
         assignments=kw.pop("assignments", ()),
         configs=configs,
     )
+
+
+def until_known(both: dict[str, str], request: Any, timeout: float = 15) -> tuple[Any, Any]:
+    """``on_both`` once neither answers UNKNOWN_TOPIC_OR_PARTITION for the first resource."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answers = on_both(both, request)
+        codes = {a.results[0].error_code.name for a in answers}
+        if "unknown_topic_or_partition" not in codes or time.monotonic() > deadline:
+            return answers
+        time.sleep(0.1)
 
 
 def setup_topics(both: dict[str, str], *topics: Any) -> None:
@@ -148,7 +161,8 @@ def test_topic_config_defaults_match(both: dict[str, str]) -> None:
         include_synonyms=False,
         include_documentation=False,
     )
-    sluice, kafka = on_both(both, request)
+    # a just-created topic reaches a KRaft broker's metadata a moment after CreateTopics
+    sluice, kafka = until_known(both, request)
     ours = {c.name: c for c in sluice.results[0].configs}
     theirs = {c.name: c for c in kafka.results[0].configs}
     assert set(ours) <= set(theirs)
@@ -323,8 +337,6 @@ def test_partitions_and_deletion_errors_match(both: dict[str, str]) -> None:
 
 
 def test_delete_records_and_describe_cluster_match(both: dict[str, str]) -> None:
-    from confluent_kafka import Producer
-
     p = unique("diff-dr").replace("-", "")
     setup_topics(
         both, creatable(f"{p}.r", 2), creatable(f"{p}.c", configs=[("cleanup.policy", "compact")])

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
 
 from tests.conftest import BrokerProcess, unique
 from tests.support.kafka_oracle import KafkaOracle
@@ -70,8 +71,6 @@ class Sweep:
 
 
 def _name(key: int) -> str:
-    from kio.schema.index import api_key_map
-
     return str(api_key_map.get(key, "?"))
 
 

@@ -11,7 +11,11 @@ import time
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as ATP
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTP
 
 from tests.compat.conftest import Target, create_topic, kcat_binary
 from tests.conftest import unique
@@ -121,9 +125,6 @@ def test_kcat_produce_and_consume(target: Target) -> None:
 
 
 def test_kafka_python_round_trip(target: Target) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KTP
-
     topic = unique("kpy")
     create_topic(target.bootstrap, topic, partitions=2)
     producer = KafkaProducer(bootstrap_servers=target.bootstrap, acks="all", linger_ms=5)
@@ -165,9 +166,6 @@ def test_kafka_python_round_trip(target: Target) -> None:
 
 
 def test_aiokafka_round_trip(target: Target) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.structs import TopicPartition as ATP
-
     topic = unique("aio")
     create_topic(target.bootstrap, topic)
 

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kio.schema.api_versions.v0.response import ApiVersionsResponse
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
 
 from tests.conftest import BrokerProcess, unique
 from tests.support.raw_client import RawClient
@@ -165,9 +167,6 @@ def test_unknown_api_versions_version_gets_v0_fallback(auto_broker: BrokerProces
         struct.pack_into(">h", data, 6, 99)  # claim ApiVersions v99
         client.send_raw(bytes(data))
         frame = client.read_frame()
-    from kio.schema.api_versions.v0.response import ApiVersionsResponse
-    from kio.serial import entity_reader
-
     response, _ = entity_reader(ApiVersionsResponse)(frame, 4)
     assert response.error_code == ErrorCode.unsupported_version
     keys = {k.api_key for k in response.api_keys}

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 
@@ -18,8 +21,6 @@ VALUE = b"x" * 1000
 
 
 def produce(bootstrap: str, topic: str, count: int) -> tuple[list[int], list[str]]:
-    from confluent_kafka import Producer
-
     acked: list[int] = []
     errors: list[str] = []
 
@@ -48,9 +49,6 @@ def produce(bootstrap: str, topic: str, count: int) -> tuple[list[int], list[str
 
 
 def test_full_disk_refuses_writes_and_keeps_what_was_acknowledged(tmp_path: Path) -> None:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     data = tmp_path / "data"
     broker = BrokerProcess(data, file_size_limit=LIMIT).start()
     topic = unique("full")

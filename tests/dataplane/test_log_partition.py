@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pytest
 
 from dataplane.config import BrokerConfig
@@ -323,8 +324,6 @@ def test_missing_or_damaged_index_files_are_rebuilt(tmp_path: Path) -> None:
     stale = directory / segment_name(closed[2].base_offset, ".index")
     raw = bytearray(stale.read_bytes())
     struct.pack_into(">q", raw, 24, 12345)  # wrong log size (CRC fixed below)
-    import crc32c
-
     struct.pack_into(">I", raw, len(raw) - 4, crc32c.crc32c(bytes(raw[:-4])))
     stale.write_bytes(bytes(raw))
     again = open_log(tmp_path, segment_bytes=700, index_interval_bytes=100)

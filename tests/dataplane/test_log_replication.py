@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dataplane.log.cleaner import LogCleaner
 from dataplane.log.leader_epochs import (
     CHECKPOINT_FILE,
     EpochEntry,
@@ -723,8 +724,6 @@ def test_replicas_converge_byte_for_byte(tmp_path: Path, operations: list[tuple[
 async def test_truncation_below_the_cleaner_checkpoint_and_replicated_compaction(
     tmp_path: Path,
 ) -> None:
-    from dataplane.log.cleaner import LogCleaner
-
     now = 50_000_000
     compact = {
         "cleanup_policy": ["compact"],

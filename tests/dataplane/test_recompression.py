@@ -20,6 +20,9 @@ import cramjam
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KTP
+from kafka import codec as kafka_codecs
 
 from dataplane import config as config_module
 from dataplane.config import BrokerConfig
@@ -453,10 +456,6 @@ def test_confluent_kafka_reads_every_codec(broker: BrokerProcess, written: Any) 
 def test_kafka_python_reads_every_codec_it_has(broker: BrokerProcess, written: Any) -> None:
     """kafka-python decodes snappy, lz4 and zstd only with optional packages (python-snappy,
     lz4, zstandard): topics stored in a codec it lacks here are left out."""
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as KTP
-    from kafka import codec as kafka_codecs
-
     has = {"none": True, "uncompressed": True, "gzip": kafka_codecs.has_gzip()}
     has |= {"snappy": kafka_codecs.has_snappy(), "lz4": kafka_codecs.has_lz4()}
     has["zstd"] = kafka_codecs.has_zstd()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -253,6 +254,4 @@ def test_empty_batch_keeps_producer_fields() -> None:
 
 
 def _fix_crc(buf: bytearray) -> None:
-    import crc32c
-
     struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))

@@ -27,6 +27,7 @@ from pathlib import Path
 from tests.peers import franz_go, targets
 from tests.peers.franz_go import Feature, KgoTest, Outcome
 from tests.peers.targets import TARGETS, Traceback
+from tests.support.kafka_oracle import kafka_version
 
 DEFAULT_OUT = franz_go.REPO / ".cache" / "peers" / "franz-go-results.md"
 RUNS = franz_go.REPO / ".cache" / "peers" / "runs"
@@ -243,8 +244,6 @@ def _git(*args: str) -> str:
 
 
 def report(tests: list[KgoTest], columns: list[Column], args: argparse.Namespace) -> str:
-    from tests.support.kafka_oracle import kafka_version
-
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     version_file = franz_go.CACHE / "VERSION"
     version = version_file.read_text().strip() if version_file.exists() else "?"

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
 from tests.support.broker import BrokerProcess
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.kafka_oracle import KafkaOracle, oracle_available
@@ -136,8 +138,6 @@ def start(key: str, workdir: Path) -> Running:
 
 def advertised_keys(bootstrap: str) -> dict[int, tuple[int, int]]:
     """ApiVersions (v3) of the first broker of ``bootstrap``: api key -> (min, max)."""
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest
-
     with RawClient(bootstrap.split(",", maxsplit=1)[0]) as client:
         response = client.request(
             ApiVersionsRequest(client_software_name="sluice-peers", client_software_version="1")

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark.remote_log import describe_remote_log
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.spark_session import local_session, stop_session
 from tests.support.tiering import TOPIC_CONFIG, broker_settings, data_source_options
 from tiered.embedded_s3 import EmbeddedS3
 
@@ -48,8 +51,6 @@ def broker(s3: EmbeddedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def session() -> Iterator[Any]:
     """The run's local[2] SparkSession (``tests.support.spark_session``): shared by every
     Spark test module; ``format("sluice")`` found by Spark's discovery of pyspark_sluice."""
-    from tests.support.spark_session import local_session, stop_session
-
     try:
         yield local_session()
     finally:
@@ -57,8 +58,6 @@ def session() -> Iterator[Any]:
 
 
 def create_topic(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     futures = admin.create_topics([NewTopic(topic, partitions, 1, config=TOPIC_CONFIG)])
     futures[topic].result(30)
@@ -75,8 +74,6 @@ def record(n: int) -> tuple[bytes, bytes, list[tuple[str, bytes]] | None]:
 def produce(broker: BrokerProcess, topic: str, first: int, count: int) -> None:
     """``count`` records numbered from ``first``, spread over the codecs' producers and the
     partitions (record n goes to partition n % PARTITIONS)."""
-    from confluent_kafka import Producer
-
     share = (count + len(CODECS) - 1) // len(CODECS)
     for i, codec in enumerate(CODECS):
         producer = Producer(
@@ -107,8 +104,6 @@ class Row:
 
 def consume_all(broker: BrokerProcess, topic: str) -> dict[int, list[Row]]:
     """Every record up to the high watermarks, by partition, through the broker."""
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,

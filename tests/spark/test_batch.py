@@ -10,9 +10,15 @@ import json
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import functions as F
 
-from spark.options import read_options
+import spark
+from pyspark_sluice import DefaultSource
+from spark.options import read_options, store_settings
 from spark.planning import TieredSplit, plan
+from spark.reading import read_tiered, start_position
 from tests.conftest import unique
 from tests.spark.conftest import (
     PARTITIONS,
@@ -27,6 +33,7 @@ from tests.spark.conftest import (
 )
 from tests.support.broker import BrokerProcess
 from tiered.embedded_s3 import EmbeddedS3
+from tiered.object_store import S3ObjectStore
 
 RECORDS = 4500
 
@@ -81,8 +88,6 @@ def test_plan_reads_most_data_from_the_object_store(
 def test_rows_equal_a_kafka_consumer(
     session: Any, broker: BrokerProcess, s3: EmbeddedS3, topic: str
 ) -> None:
-    from pyspark.sql import functions as F
-
     truth = consume_all(broker, topic)
     total = RECORDS + 300
     assert sum(len(rows) for rows in truth.values()) == total
@@ -169,8 +174,6 @@ def test_brokers_alone_give_the_same_rows(session: Any, broker: BrokerProcess, t
 def test_write_round_trip(session: Any, broker: BrokerProcess, s3: EmbeddedS3, topic: str) -> None:
     """Rows written with format("sluice") (key, value, headers, partition; the topic as an
     option, then as a column with string values) read back as they were."""
-    from pyspark.sql import functions as F
-
     target = unique("spark-written")
     create_topic(broker, target)
     source = load(session, options(broker, s3, topic, includeHeaders="true"))
@@ -203,9 +206,6 @@ def test_write_round_trip(session: Any, broker: BrokerProcess, s3: EmbeddedS3, t
 def test_register_and_discovery(session: Any, broker: BrokerProcess, topic: str) -> None:
     """The session never called ``spark.register`` before: format("sluice") came from
     Spark's discovery of ``pyspark_sluice``. Registering explicitly works as well."""
-    import spark
-    from pyspark_sluice import DefaultSource
-
     assert DefaultSource.name() == spark.FORMAT == "sluice"
     spark.register(session)
     df = load(session, {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
@@ -216,9 +216,6 @@ def test_fail_on_data_loss(session: Any, broker: BrokerProcess, s3: EmbeddedS3) 
     """Offsets asked for below the log start (DeleteRecords moved it, into the tiered part):
     failOnDataLoss=true (the default) fails the query saying why; false reads from the log
     start, as Spark's Kafka source does."""
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient
-
     name = unique("spark-deleted")
     create_topic(broker, name)
     produce(broker, name, 0, RECORDS)
@@ -241,10 +238,6 @@ def test_a_split_starting_inside_a_segment_uses_its_index(
 ) -> None:
     """Starting in the middle of a tiered segment, the read begins at the batch the
     segment's uploaded index names, not at the segment's first byte."""
-    from spark.options import store_settings
-    from spark.reading import read_tiered, start_position
-    from tiered.object_store import S3ObjectStore
-
     whole = plan(read_options(options(broker, s3, topic), streaming=False))
     segment = next(s for s in whole.splits if isinstance(s, TieredSplit) and s.partition == 0)
     middle = (segment.segment_base + segment.segment_end) // 2

@@ -4,6 +4,17 @@ schema, control batches skipped, offset ranges cut, batches split across chunks.
 from __future__ import annotations
 
 import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from spark.records import Columns, CorruptSegment, arrow_schema, decode_into, iter_batches
 from wire.compression import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY
@@ -46,18 +57,6 @@ def test_every_codec_decodes(codec: int) -> None:
 
 def test_schema_matches_spark() -> None:
     """What Spark checks a returned Arrow batch against (Spark's Kafka source schema)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
     kafka = StructType(
         [
             StructField("key", BinaryType()),

@@ -18,6 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
 
 class Cluster(Protocol):
     """What KafkaCluster and SluiceCluster have in common."""
@@ -61,8 +71,6 @@ def wait_for(
 
 
 def admin_client(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
-
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
 
 
@@ -96,8 +104,6 @@ def create_topic(
 ) -> dict[int, PartitionState]:
     """CreateTopics; waits until every partition has a leader and ``replication`` replicas in
     its ISR. Returns the partitions' states."""
-    from confluent_kafka.admin import NewTopic
-
     admin = admin_client(bootstrap)
     futures = admin.create_topics(
         [NewTopic(topic, partitions, replication, config=dict(config or {}))],
@@ -170,8 +176,6 @@ class SteadyProducer:
         rate: float = 300.0,
         config: dict[str, Any] | None = None,
     ) -> None:
-        from confluent_kafka import Producer
-
         self.topic = topic
         self.partitions = partitions
         self.rate = rate
@@ -282,8 +286,6 @@ def read_partitions(
 ) -> tuple[dict[int, list[tuple[int, bytes]]], dict[int, int]]:
     """Every record of ``topic`` from the beginning up to the end offsets (read first):
     ({partition: [(offset, value), ...]}, {partition: end offset})."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -318,8 +320,6 @@ def read_partitions(
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     """The high watermark of each partition (ListOffsets latest, answered by the leader)."""
-    from confluent_kafka import Consumer
-
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets", "log_level": 0})
     try:
         return {p: high_watermark(consumer, topic, p) for p in range(partitions)}
@@ -330,8 +330,6 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 def high_watermark(consumer: Any, topic: str, partition: int, timeout: float = 30) -> int:
     """ListOffsets latest through ``consumer``, retried while the client's metadata is stale
     (NOT_LEADER_OR_FOLLOWER right after a leader moved, from Kafka's brokers as from ours)."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
     stale = {
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from confluent_kafka.admin import AdminClient
+
 from .kafka_oracle import (
     STOP_GRACE_SECONDS,
     format_storage,
@@ -234,8 +236,6 @@ class KafkaCluster(StartStop):
         self._wait_listed(i, deadline)
 
     def _wait_listed(self, i: int, deadline: float) -> None:
-        from confluent_kafka.admin import AdminClient
-
         admin = AdminClient({"bootstrap.servers": self.nodes[i].bootstrap, "log_level": 0})
         while time.monotonic() < deadline:
             try:

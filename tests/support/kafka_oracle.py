@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from confluent_kafka.admin import AdminClient
+
 from .java_client import FETCH_HINT, JAVA_CACHE, REPO_ROOT, java_missing
 from .processes import (
     StartStop,
@@ -157,8 +159,6 @@ def wait_kafka_ready(
 ) -> None:
     """Until the broker on ``port`` answers Metadata listing at least ``brokers`` brokers;
     raises with the log's tail if the process exits or the deadline passes."""
-    from confluent_kafka.admin import AdminClient
-
     admin: Any = None
     last_error = "broker port not open"
     started = time.monotonic()

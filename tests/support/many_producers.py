@@ -37,6 +37,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka import AIOKafkaProducer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaProducer
+from kafka.net.inet import KafkaNetSocket
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
 from .cluster_workload import high_watermark, wait_for
 from .java_client import REPO_ROOT, harness_command, parse_json_lines
 from .processes import kill_group
@@ -307,8 +314,6 @@ class ProducerPool:
     # ------------------------------------------------------------------ confluent-kafka
 
     def _run_confluent(self, out: Outcome) -> None:
-        from confluent_kafka import KafkaException, Producer
-
         # Callbacks must not raise: confluent-kafka would re-raise from poll() or flush().
         def on_error(err: Any) -> None:
             if err.fatal():
@@ -376,8 +381,6 @@ class ProducerPool:
     # ------------------------------------------------------------------ kafka-python
 
     def _run_kafka_python(self, out: Outcome) -> None:
-        from kafka import KafkaProducer
-
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap.split(","),
             client_id=out.name,
@@ -417,8 +420,6 @@ class ProducerPool:
         await asyncio.gather(*(self._run_aiokafka(out) for out in outs))
 
     async def _run_aiokafka(self, out: Outcome) -> None:
-        from aiokafka import AIOKafkaProducer
-
         try:
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap.split(","),
@@ -562,8 +563,6 @@ def _close_refused_kafka_python_sockets() -> Callable[[], None]:
     raises on a refused connection (a killed broker) without closing its socket, which the
     garbage collector later reports as a ResourceWarning (an error in this suite). Closes
     the socket when the connection fails; returns the function that undoes it."""
-    from kafka.net.inet import KafkaNetSocket
-
     original = KafkaNetSocket.sock_connect
 
     async def sock_connect(self: Any, net: Any, sock: Any, *args: Any, **kwargs: Any) -> Any:
@@ -597,8 +596,6 @@ def read_log(
 ) -> dict[int, list[LogRecord]]:
     """Every record of ``topic`` from offset 0 up to the end offsets (read first), with a
     confluent-kafka consumer (assigned, no group membership)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -682,8 +679,6 @@ def read_batches(
 
 def _fetch_batches(bootstrap: str, topic: str, partition: int) -> tuple[list[Batch]]:
     """(the partition's batches,): a tuple, true for wait_for even when there are none."""
-    from confluent_kafka.admin import AdminClient
-
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     md = admin.list_topics(topic=topic, timeout=10)
     broker = md.brokers[md.topics[topic].partitions[partition].leader]
@@ -870,8 +865,6 @@ def init_producer_ids_at_once(
     """``count`` InitProducerId requests (no transactional id), each on its own connection to
     ``servers[i % len(servers)]``, released together by a barrier; requests answered with a
     retriable error are sent again (all at once) as clients do. (producer id, epoch) each."""
-    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
-
     request = InitProducerIdRequest(
         transactional_id=None,
         transaction_timeout=datetime.timedelta(seconds=60),  # type: ignore[arg-type]

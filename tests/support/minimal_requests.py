@@ -66,8 +66,14 @@ from dataclasses import MISSING, Field, dataclass, fields
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.sync_group.v3.request import SyncGroupRequest
 from kio.serial import entity_reader
 from kio.serial._introspect import (
     EntityField,
@@ -550,10 +556,8 @@ def exchange(client: RawClient, request: Any) -> Answer:
 
 def connection_open(client: RawClient) -> bool:
     """True when the connection still answers an ApiVersions v0 request."""
-    from kio.schema.api_versions.v0.request import ApiVersionsRequest
-
     try:
-        client.request(ApiVersionsRequest())
+        client.request(ApiVersionsRequestV0())
     except (OSError, AssertionError):
         return False
     return True
@@ -576,8 +580,6 @@ def prepare_state(bootstrap: str, prefix: str, timeout: float = 60) -> SweepStat
 
 
 def _create_topic(client: RawClient, topic: str) -> None:
-    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
-
     response = client.request(
         CreateTopicsRequest(
             topics=(
@@ -624,10 +626,6 @@ RETRIABLE_GROUP_ERRORS = (
 def _join_and_sync(client: RawClient, group: str, deadline: float) -> tuple[str, int]:
     """JoinGroup v5 (twice: MEMBER_ID_REQUIRED first) and SyncGroup v3 as the only member;
     retries while the group coordinator is not ready (Kafka creates it lazily)."""
-    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
-    from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
-    from kio.schema.sync_group.v3.request import SyncGroupRequest
-
     while True:  # Kafka creates __consumer_offsets on the first FindCoordinator
         found = client.request(FindCoordinatorRequest(key=group))
         if found.error_code == ErrorCode.none:
@@ -669,11 +667,9 @@ def _join_and_sync(client: RawClient, group: str, deadline: float) -> tuple[str,
 
 def advertised_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
     """The API keys and version ranges the broker announces in ApiVersions v3."""
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest
-
     with RawClient(bootstrap) as client:
         response = client.request(
-            ApiVersionsRequest(client_software_name="sluice-sweep", client_software_version="1.0")
+            ApiVersionsRequestV3(client_software_name="sluice-sweep", client_software_version="1.0")
         )
     assert response.error_code == ErrorCode.none, response
     return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in response.api_keys}

@@ -32,6 +32,8 @@ import time
 import uuid
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
+
 from .broker import BrokerProcess
 from .processes import StartStop, free_ports, track, untrack
 
@@ -44,14 +46,6 @@ FAILOVER = {
 
 class ClusterNotFormed(RuntimeError):
     """The brokers run but do not form one cluster (Metadata does not list them all)."""
-
-
-def _known_setting(key: str) -> bool:
-    try:
-        from dataplane.config import BROKER_CONFIGS
-    except Exception:
-        return False
-    return key in BROKER_CONFIGS
 
 
 class SluiceCluster(StartStop):
@@ -157,8 +151,6 @@ class SluiceCluster(StartStop):
             self.startup_seconds = time.monotonic() - started
 
     def wait_formed(self, i: int, deadline: float) -> None:
-        from confluent_kafka.admin import AdminClient
-
         admin = AdminClient({"bootstrap.servers": self.brokers[i].bootstrap, "log_level": 0})
         listed: list[int] = []
         error = ""

@@ -16,6 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyspark
+from pyspark.sql import SparkSession
+
 REPO = Path(__file__).resolve().parents[2]
 _session: Any = None
 
@@ -23,8 +26,6 @@ _session: Any = None
 def stock_connector_jars() -> list[Path]:
     """The jars of Spark's Kafka connector matching the installed pyspark
     (``tools/fetch-spark-kafka.sh``), or [] when they were not fetched."""
-    import pyspark
-
     directory = REPO / ".cache" / "java" / f"spark-kafka-{pyspark.__version__}"
     jars = sorted(directory.glob("*.jar"))
     if not any(j.name.startswith("spark-sql-kafka-0-10_") for j in jars):
@@ -41,8 +42,6 @@ def local_session(cores: int = 2) -> Any:
     # workers run this interpreter (the venv's), which has pyspark, pyarrow and sluice
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     scratch = Path(tempfile.mkdtemp(prefix="sluice-spark-"))
     builder = (
         SparkSession.builder.master(f"local[{cores}]")

@@ -7,6 +7,7 @@ catch up when it returns."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import time
@@ -15,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
+from controlplane.kafka import Admin
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
@@ -23,6 +33,7 @@ from tests.support.tiering import TOPIC_CONFIG, broker_settings
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
+from wire.record_batch import parse_header
 
 BUCKET = "tiering"
 RECORDS = 3000
@@ -53,16 +64,12 @@ def bucket(s3: EmbeddedS3) -> S3ObjectStore:
 
 
 def create_topic(broker: BrokerProcess, topic: str, **extra: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     futures = admin.create_topics([NewTopic(topic, 1, 1, config={**TOPIC_CONFIG, **extra})])
     futures[topic].result(30)
 
 
 def produce(broker: BrokerProcess, topic: str, count: int, start: int = 0) -> None:
-    from confluent_kafka import Producer
-
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 4000})
     for i in range(start, start + count):
         producer.produce(topic, key=b"%d" % i, value=VALUE)
@@ -72,10 +79,6 @@ def produce(broker: BrokerProcess, topic: str, count: int, start: int = 0) -> No
 
 
 def describe_remote(broker: BrokerProcess, topic: str) -> dict[str, Any]:
-    import asyncio
-
-    from controlplane.kafka import Admin
-
     host, port = broker.bootstrap.split(":")
     return asyncio.run(Admin(host, int(port), 10).describe_remote_log([topic]))
 
@@ -91,8 +94,6 @@ def local_segments(broker: BrokerProcess, topic: str) -> list[Path]:
 
 
 def watermarks(broker: BrokerProcess, topic: str) -> tuple[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm"})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
@@ -102,8 +103,6 @@ def watermarks(broker: BrokerProcess, topic: str) -> tuple[int, int]:
 
 
 def consume_all(broker: BrokerProcess, topic: str, expected: int) -> list[tuple[int, bytes]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -133,8 +132,6 @@ def first_local(broker: BrokerProcess, topic: str) -> int:
 
 
 def reading(broker: BrokerProcess, topic: str, offset: int = 0) -> Any:
-    from confluent_kafka import Consumer, TopicPartition
-
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -222,8 +219,6 @@ def test_kcat_reads_from_offset_zero(broker: BrokerProcess) -> None:
 
 
 def test_timestamps_and_restart_span_both_tiers(broker: BrokerProcess) -> None:
-    from confluent_kafka import Consumer, TopicPartition
-
     topic = unique("tiered-time")
     create_topic(broker, topic)
     produce(broker, topic, RECORDS)
@@ -245,8 +240,6 @@ def test_timestamps_and_restart_span_both_tiers(broker: BrokerProcess) -> None:
 def test_remote_retention_and_topic_deletion_empty_the_bucket(
     broker: BrokerProcess, s3: EmbeddedS3
 ) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-
     topic = unique("tiered-expire")
     create_topic(broker, topic)
     produce(broker, topic, RECORDS)
@@ -329,9 +322,6 @@ def test_object_store_down_keeps_local_data_and_catches_up(
 
 
 def test_delete_records_in_the_remote_tier(broker: BrokerProcess) -> None:
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient
-
     topic = unique("tiered-delrec")
     create_topic(broker, topic)
     produce(broker, topic, RECORDS)
@@ -358,10 +348,6 @@ def test_a_corrupted_object_is_never_served(
     """A flipped byte in an uploaded segment, in a part the batch CRC covers or in the base
     offset (which it does not): consumers get retriable errors for that range, never its
     records; once the object is whole again the same consumer reads on."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    from wire.record_batch import parse_header
-
     topic = unique("tiered-corrupt")
     create_topic(broker, topic)
     produce(broker, topic, RECORDS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -268,8 +269,6 @@ def test_a_stopped_store_is_unavailable(tmp_path: Path) -> None:
 
 def wait_idle(cache: ChunkCache) -> None:
     """Until no fetch is in flight (read-ahead runs in the background)."""
-    import time
-
     deadline = time.monotonic() + 30
     while cache._inflight and time.monotonic() < deadline:
         time.sleep(0.01)

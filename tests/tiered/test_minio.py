@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
@@ -112,8 +113,6 @@ def broker(minio: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bro
 def test_segments_go_to_minio_read_back_and_are_deleted_with_the_topic(
     broker: BrokerProcess, minio: str
 ) -> None:
-    from confluent_kafka.admin import AdminClient
-
     topic = unique("minio")
     create_topic(broker, topic)
     produce(broker, topic, RECORDS)

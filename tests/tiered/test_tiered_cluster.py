@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from controlplane.kafka import Admin, on_any
 from tests.conftest import unique
 from tests.support.cluster_workload import (
     admin_client,
@@ -37,7 +40,6 @@ RECORDS = 2500
 
 def describe(bootstrap: str) -> dict[str, Any]:
     """DescribeRemoteLog from the first live broker (any answers)."""
-    from controlplane.kafka import Admin, on_any
 
     @dataclass(frozen=True)
     class Address:
@@ -63,8 +65,6 @@ def segments(bootstrap: str, topic: str) -> list[dict[str, Any]]:
 
 def produce(bootstrap: str, topic: str, start: int, count: int) -> list[tuple[int, int]]:
     """acks=all, idempotent; (seq, offset) of every acknowledged record."""
-    from confluent_kafka import Producer
-
     acked: list[tuple[int, int]] = []
 
     def delivered(err: object, msg: Any) -> None:
@@ -89,8 +89,6 @@ def produce(bootstrap: str, topic: str, start: int, count: int) -> list[tuple[in
 
 
 def read_all(bootstrap: str, topic: str, expected: int) -> dict[int, int]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
