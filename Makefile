@@ -11,11 +11,15 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP) proto
 
+# setuptools' "Editable installation" warning box (a note about folders named like packages,
+# not an error) is dropped from pip's output; everything else pip prints is kept.
+HIDE_EDITABLE_BOX := awk '/Warning: Editable installation/ {s=1; n=0; next} s==1 {if ($$0 ~ /^ *!!$$/ && ++n == 2) s=2; next} s==2 {s=0; if ($$0 ~ /^    /) next} {print}'
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@echo "installing sluice and its test dependencies into $(VENV)"
 	@$(PIP) install --quiet --upgrade pip
-	@$(PIP) install --quiet -e '.[test,dev]'
+	@set -o pipefail; $(PIP) install --quiet -e '.[test,dev]' 2>&1 | $(HIDE_EDITABLE_BOX)
 	@touch $(STAMP)
 
 # gRPC stubs of the control-plane API (committed; regenerated when a .proto or the venv changes).
@@ -56,8 +60,13 @@ franz-go:
 test-peers: venv java-deps franz-go
 	@$(PY) -m tests.peers.run $(PEERS_ARGS)
 
-demo: venv
-	@$(PY) -m controlplane.demo
+# One line per step with the time since `make demo` started, the install included (the
+# demo's own steps continue the same clock: SLUICE_DEMO_T0).
+demo:
+	@t0=$$(date +%s.%N); \
+	echo "[   0.0s] make venv: Sluice and its dependencies into $(VENV) (the first install takes about a minute; later runs check it in a second)"; \
+	$(MAKE) --no-print-directory venv || exit $$?; \
+	SLUICE_DEMO_T0=$$t0 $(PY) -m controlplane.demo
 
 demo-broker: venv
 	@$(PY) -m dataplane.demo

@@ -68,11 +68,24 @@ class Api:
 
     def __init__(self, env: Env) -> None:
         self.env = env
-        self.endpoint = endpoint_of(env)
-        self.client = Client(self.endpoint, token_of(env))
+        self._connect()
+
+    def _connect(self) -> None:
+        self.endpoint = endpoint_of(self.env)
+        self.client = Client(self.endpoint, token_of(self.env))
         self.clusters = self.client.clusters
         self.topics = self.client.topics
         self.status = self.client.control_plane
+        self.groups = self.client.groups
+        self.operations = self.client.operations
+        self.logs = self.client.logs
+
+    def reconnect(self) -> None:
+        """A new channel to the control plane, wherever it now runs (a restarted control
+        plane may listen on another port: the endpoint file says). CliError when it is not
+        running."""
+        self.client.close()
+        self._connect()
 
     def call(
         self, method: Callable[..., Any], request: Any, timeout: float = DEFAULT_TIMEOUT
@@ -94,34 +107,74 @@ class Api:
         self.client.close()
 
 
+def _token_refused(exc: ApiError, env: Env) -> CliError:
+    if env.token_override and env.token_origin:
+        hint = (
+            f"unset {env.token_origin} to use the token file {env.token_path}, or set it "
+            "to the token of the control plane you mean"
+        )
+    elif env.token_override:
+        hint = "give the token of the control plane you mean"
+    else:
+        hint = "use the SLUICE_HOME that `cloudctl up` used, or set SLUICE_TOKEN"
+    return CliError(f"the control plane refused the API token from {env.token_source()}", hint)
+
+
+def _unreachable(exc: ApiError, env: Env) -> CliError:
+    return CliError(
+        f"cannot reach the control plane at {exc.endpoint}",
+        "is it running? start it with `cloudctl up`; `cloudctl status` tells",
+    )
+
+
+def _hint(text: str) -> Callable[[ApiError, Env], CliError]:
+    """An error shown with its message and ``text`` (formatted with the error's metadata:
+    ``{cluster}``, ``{group}``)."""
+
+    def make(exc: ApiError, env: Env) -> CliError:
+        about = {"cluster": "CLUSTER", "group": "GROUP", **exc.metadata}
+        return CliError(exc.message, text.format(**about))
+
+    return make
+
+
+BY_REASON: dict[int, Callable[[ApiError, Env], CliError]] = {
+    epb.OBJECT_STORE_UNAVAILABLE: _hint("`cloudctl status` tells whether the object store answers"),
+    epb.CONTROL_PLANE_UNAVAILABLE: _unreachable,
+    epb.TOPIC_NOT_FOUND: _hint("list topics with `cloudctl list-topics --cluster {cluster}`"),
+    epb.GROUP_NOT_FOUND: _hint("list groups with `cloudctl list-groups --cluster {cluster}`"),
+    epb.GROUP_NOT_EMPTY: _hint(
+        "`cloudctl describe-group --cluster {cluster} {group}` lists its members"
+    ),
+    epb.BROKER_NOT_FOUND: _hint("`cloudctl describe-cluster {cluster}` lists its brokers"),
+    epb.OPERATION_NOT_FOUND: _hint("list operations with `cloudctl list-operations`"),
+}
+"""Errors told apart by their reason (the ErrorInfo the control plane attaches)."""
+
+BY_CODE: dict[grpc.StatusCode, Callable[[ApiError, Env], CliError]] = {
+    # BROKER_UNAVAILABLE
+    grpc.StatusCode.UNAVAILABLE: lambda exc, env: CliError(
+        exc.message,
+        "the cluster may be healing: check `cloudctl describe-cluster"
+        + (f" {exc.metadata['cluster']}`" if "cluster" in exc.metadata else "`"),
+    ),
+    grpc.StatusCode.UNAUTHENTICATED: _token_refused,
+    # CLUSTER_NOT_FOUND
+    grpc.StatusCode.NOT_FOUND: _hint("list clusters with `cloudctl list-clusters`"),
+    grpc.StatusCode.ALREADY_EXISTS: _hint("choose another name, or delete the existing one first"),
+    grpc.StatusCode.FAILED_PRECONDITION: lambda exc, env: CliError(exc.message),
+    grpc.StatusCode.INVALID_ARGUMENT: lambda exc, env: CliError(exc.message),
+    grpc.StatusCode.DEADLINE_EXCEEDED: lambda exc, env: CliError(
+        f"the control plane at {exc.endpoint} did not answer in time",
+        f"see {env.home}/logs/controlplane.log",
+    ),
+}
+"""The others, by their gRPC status code."""
+
+
 def explain(exc: ApiError, env: Env) -> CliError:
     """The one mapping from a failed call to a user-facing error line with a hint."""
-    code, reason, details = exc.code, exc.reason, exc.message
-    if reason == epb.OBJECT_STORE_UNAVAILABLE:
-        return CliError(details, "`cloudctl status` tells whether the object store answers")
-    if reason == epb.CONTROL_PLANE_UNAVAILABLE:
-        return CliError(
-            f"cannot reach the control plane at {exc.endpoint}",
-            "is it running? start it with `cloudctl up`; `cloudctl status` tells",
-        )
-    if code == grpc.StatusCode.UNAVAILABLE:  # BROKER_UNAVAILABLE
-        return CliError(details, "the cluster may be healing: check `cloudctl describe-cluster`")
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return CliError(
-            "the control plane refused the API token",
-            f"use the SLUICE_HOME that `cloudctl up` used (token read from {env.home}/token)",
-        )
-    if reason == epb.TOPIC_NOT_FOUND:
-        return CliError(details, "list topics with `cloudctl list-topics --cluster CLUSTER`")
-    if code == grpc.StatusCode.NOT_FOUND:  # CLUSTER_NOT_FOUND
-        return CliError(details, "list clusters with `cloudctl list-clusters`")
-    if code == grpc.StatusCode.ALREADY_EXISTS:
-        return CliError(details, "choose another name, or delete the existing one first")
-    if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
-        return CliError(details)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return CliError(
-            f"the control plane at {exc.endpoint} did not answer in time",
-            f"see {env.home}/logs/controlplane.log",
-        )
-    return CliError(f"{details} [{code.name}]", f"see {env.home}/logs/controlplane.log")
+    make = BY_REASON.get(exc.reason) or BY_CODE.get(exc.code)
+    if make is not None:
+        return make(exc, env)
+    return CliError(f"{exc.message} [{exc.code.name}]", f"see {env.home}/logs/controlplane.log")

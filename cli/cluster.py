@@ -1,25 +1,38 @@
-"""Cluster commands: create, describe, list, bootstrap brokers, scale, configure, delete.
+"""Cluster commands: create, describe, list, bootstrap brokers, scale, configure, reboot a
+broker, delete. A cluster command takes the cluster NAME as its argument.
 
 ``--wait`` polls the cluster and prints each state change to stderr; stdout gets the final
-result only.
+result only. A control plane that restarts meanwhile does not end the wait: it reconnects
+(wherever the control plane now listens) and waits on until its own deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 import click
 
 from cli.client import Api, ApiError, Env, explain
+from cli.options import (
+    cluster_argument,
+    config_option,
+    confirm,
+    delete_options,
+    output_option,
+    parse_settings,
+    timeout_option,
+    wait_option,
+)
 from cli.output import (
     CliError,
     cluster_json,
     cluster_state,
     cluster_table,
     clusters_table,
-    emit_json,
-    output_option,
+    emit,
     progress,
     running,
 )
@@ -27,33 +40,16 @@ from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import errors_pb2 as epb
 
 POLL_INTERVAL = 0.2
-
-wait_option = click.option(
-    "--wait", is_flag=True, help="Wait until the operation is done, showing progress on stderr."
-)
-timeout_option = click.option(
-    "--timeout",
-    default=300.0,
-    show_default=True,
-    help="Seconds --wait waits before giving up (the operation goes on).",
-)
-
-
-def parse_settings(items: tuple[str, ...], option: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
-        out[key.strip()] = value.strip()
-    return out
+UNREACHABLE = (epb.CONTROL_PLANE_UNAVAILABLE,)
 
 
 def show(cluster: pb.Cluster, output: str) -> None:
-    if output == "json":
-        emit_json(cluster_json(cluster))
-    else:
-        click.echo(cluster_table(cluster))
+    emit(output, cluster_json(cluster), lambda: cluster_table(cluster))
+
+
+def _lost(exc: ApiError) -> bool:
+    """The control plane went away (restarting): keep waiting."""
+    return exc.reason in UNREACHABLE or exc.code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 
 def wait_for(
@@ -64,23 +60,44 @@ def wait_for(
     *,
     gone_is_done: bool = False,
 ) -> pb.Cluster | None:
-    """Poll until ``done(cluster)``; print state changes to stderr; FAILED is an error."""
+    """Poll until ``done(cluster)``; print state changes to stderr; FAILED is an error.
+
+    A control plane that stops answering (restarting) is waited for, up to the deadline."""
     started = time.monotonic()
     last = None
+    lost = False
+
+    def elapsed() -> str:
+        return f"[{time.monotonic() - started:5.1f}s] {name}:"
+
     while True:
         try:
             cluster = api.try_call(api.clusters.GetCluster, pb.GetClusterRequest(name=name), 10)
         except ApiError as exc:
             if gone_is_done and exc.reason == epb.CLUSTER_NOT_FOUND:
-                progress(f"[{time.monotonic() - started:5.1f}s] {name}: deleted")
+                progress(f"{elapsed()} deleted")
                 return None
-            raise explain(exc, api.env) from None
+            if not _lost(exc):
+                raise explain(exc, api.env) from None
+            if not lost:
+                progress(
+                    f"{elapsed()} the control plane does not answer ({exc.code.name}); "
+                    "waiting for it (it may be restarting)"
+                )
+                lost = True
+            _check_deadline(started, timeout, name, "the control plane is not answering")
+            time.sleep(1.0)
+            _reconnect(api)
+            continue
+        if lost:
+            progress(f"{elapsed()} the control plane answers again")
+            lost = False
         state = cluster_state(cluster)
         line = f"{state} {running(cluster)}/{cluster.broker_count} brokers running"
         if cluster.state_message:
             line += f": {cluster.state_message}"
         if line != last:
-            progress(f"[{time.monotonic() - started:5.1f}s] {name}: {line}")
+            progress(f"{elapsed()} {line}")
             last = line
         if done(cluster):
             return cluster
@@ -92,26 +109,51 @@ def wait_for(
                 f"cluster {name!r} FAILED: {cluster.state_message}",
                 f"{retrying}inspect it with `cloudctl describe-cluster {name}`",
             )
-        if time.monotonic() - started > timeout:
-            raise CliError(
-                f"cluster {name!r} is still {state} after {timeout:.0f}s",
-                f"the operation goes on; follow it with `cloudctl describe-cluster {name}`",
-            )
+        _check_deadline(started, timeout, name, f"still {state}")
         time.sleep(POLL_INTERVAL)
+
+
+def _check_deadline(started: float, timeout: float, name: str, what: str) -> None:
+    if time.monotonic() - started > timeout:
+        raise CliError(
+            f"cluster {name!r}: {what} after {timeout:.0f}s (--timeout)",
+            f"the operation goes on; follow it with `cloudctl describe-cluster {name}`",
+        )
+
+
+def _reconnect(api: Api) -> None:
+    with contextlib.suppress(CliError):  # not running yet (no endpoint file): polled again
+        api.reconnect()
 
 
 def idle(cluster: pb.Cluster) -> bool:
     return cluster.state == pb.CLUSTER_STATE_ACTIVE and not cluster.operation
 
 
+def _settings(settings: tuple[str, ...], legacy: tuple[str, ...] = ()) -> dict[str, str]:
+    if legacy:
+        progress("cloudctl: note: --set is deprecated; use --config KEY=VALUE")
+    return {**parse_settings(legacy, "--set"), **parse_settings(settings, "--config")}
+
+
+def finish(api: Api, cluster: pb.Cluster, wait: bool, timeout: float, output: str) -> None:
+    """Print the cluster; with ``wait``, once its operation is done."""
+    if wait:
+        cluster = wait_for(api, cluster.name, idle, timeout) or cluster
+    elif cluster.operation_id:
+        progress(
+            f"operation {cluster.operation_id} ({cluster.operation}) started; follow it with "
+            f"`cloudctl describe-operation {cluster.operation_id}`"
+        )
+    show(cluster, output)
+
+
 @click.command("create-cluster")
-@click.argument("name")
+@cluster_argument
 @click.option(
     "--brokers", "broker_count", type=int, help="Number of brokers (default 3).", default=None
 )
-@click.option(
-    "--config", "settings", multiple=True, metavar="KEY=VALUE", help="Broker setting; repeatable."
-)
+@config_option("Broker")
 @wait_option
 @timeout_option
 @output_option
@@ -127,26 +169,22 @@ def create_cluster(
     output: str,
 ) -> None:
     """Create a cluster of NAME with its own brokers."""
-    config = parse_settings(settings, "--config")
+    config = _settings(settings)
     api = Api(env)
     request = pb.CreateClusterRequest(name=name, config=config)
     if broker_count is not None:
         request.broker_count = broker_count
-    cluster = api.call(api.clusters.CreateCluster, request)
-    if wait:
-        cluster = wait_for(api, name, idle, timeout)
-    show(cluster, output)
+    finish(api, api.call(api.clusters.CreateCluster, request), wait, timeout, output)
 
 
 @click.command("describe-cluster")
-@click.argument("name")
+@cluster_argument
 @output_option
 @click.pass_obj
 def describe_cluster(env: Env, *, name: str, output: str) -> None:
-    """State, brokers, bootstrap servers and config of a cluster."""
+    """State, brokers, bootstrap servers, config and log files of a cluster."""
     api = Api(env)
-    cluster = api.call(api.clusters.GetCluster, pb.GetClusterRequest(name=name))
-    show(cluster, output)
+    show(api.call(api.clusters.GetCluster, pb.GetClusterRequest(name=name)), output)
 
 
 @click.command("list-clusters")
@@ -156,53 +194,62 @@ def list_clusters(env: Env, *, output: str) -> None:
     """Every cluster with its state."""
     api = Api(env)
     reply = api.call(api.clusters.ListClusters, pb.ListClustersRequest())
-    if output == "json":
-        emit_json({"clusters": [cluster_json(c) for c in reply.clusters]})
-    else:
-        click.echo(clusters_table(reply.clusters))
+    emit(
+        output,
+        {"clusters": [cluster_json(c) for c in reply.clusters]},
+        lambda: clusters_table(reply.clusters),
+    )
 
 
 @click.command("get-bootstrap-brokers")
-@click.argument("name")
+@cluster_argument
+@output_option
 @click.pass_obj
-def get_bootstrap_brokers(env: Env, *, name: str) -> None:
+def get_bootstrap_brokers(env: Env, *, name: str, output: str) -> None:
     """Print host:port[,host:port...] of the cluster's brokers, and nothing else."""
     api = Api(env)
     reply = api.call(api.clusters.GetBootstrapBrokers, pb.GetBootstrapBrokersRequest(name=name))
-    click.echo(reply.bootstrap_brokers)
+    emit(
+        output,
+        {"bootstrap_brokers": reply.bootstrap_brokers, "addresses": list(reply.addresses)},
+        reply.bootstrap_brokers,
+    )
 
 
 @click.command("update-broker-count")
-@click.argument("name")
+@cluster_argument
 @click.option("--brokers", "broker_count", type=int, required=True, help="New number of brokers.")
+@config_option("Broker")
 @wait_option
 @timeout_option
 @output_option
 @click.pass_obj
 def update_broker_count(
-    env: Env, *, name: str, broker_count: int, wait: bool, timeout: float, output: str
+    env: Env,
+    *,
+    name: str,
+    broker_count: int,
+    settings: tuple[str, ...],
+    wait: bool,
+    timeout: float,
+    output: str,
 ) -> None:
-    """Add or remove brokers.
+    """Add or remove brokers (and change broker settings in the same operation).
 
     New brokers start empty (existing partitions stay where they are). Removing brokers (the
     highest ids) first moves their partitions to the brokers that stay; the voters of the
     metadata quorum (brokers 0-2, or broker 0 in a cluster created with fewer than 3) stay.
     """
     api = Api(env)
-    cluster = api.call(
-        api.clusters.UpdateBrokerCount,
-        pb.UpdateBrokerCountRequest(name=name, broker_count=broker_count),
+    request = pb.UpdateBrokerCountRequest(
+        name=name, broker_count=broker_count, config=_settings(settings)
     )
-    if wait:
-        cluster = wait_for(api, name, idle, timeout)
-    show(cluster, output)
+    finish(api, api.call(api.clusters.UpdateBrokerCount, request), wait, timeout, output)
 
 
 @click.command("update-cluster-config")
-@click.argument("name")
-@click.option(
-    "--set", "settings", multiple=True, metavar="KEY=VALUE", help="Broker setting; repeatable."
-)
+@cluster_argument
+@config_option("Broker", alias=True)
 @click.option(
     "--remove", multiple=True, metavar="KEY", help="Return a setting to its default; repeatable."
 )
@@ -215,46 +262,80 @@ def update_cluster_config(
     *,
     name: str,
     settings: tuple[str, ...],
+    legacy_settings: tuple[str, ...],
     remove: tuple[str, ...],
     wait: bool,
     timeout: float,
     output: str,
 ) -> None:
     """Change broker settings; applied by a rolling restart, one broker at a time."""
-    if not settings and not remove:
-        raise click.UsageError("give --set KEY=VALUE or --remove KEY")
+    if not settings and not legacy_settings and not remove:
+        raise click.UsageError("give --config KEY=VALUE or --remove KEY")
+    config = _settings(settings, legacy_settings)
     api = Api(env)
-    cluster = api.call(
-        api.clusters.UpdateClusterConfig,
-        pb.UpdateClusterConfigRequest(
-            name=name, config=parse_settings(settings, "--set"), remove=list(remove)
-        ),
-    )
-    if wait:
-        cluster = wait_for(api, name, idle, timeout)
-    show(cluster, output)
+    request = pb.UpdateClusterConfigRequest(name=name, config=config, remove=list(remove))
+    finish(api, api.call(api.clusters.UpdateClusterConfig, request), wait, timeout, output)
+
+
+@click.command("reboot-broker")
+@cluster_argument
+@click.option("--broker", "broker_id", type=int, required=True, help="Id of the broker.")
+@wait_option
+@timeout_option
+@output_option
+@click.pass_obj
+def reboot_broker(
+    env: Env, *, name: str, broker_id: int, wait: bool, timeout: float, output: str
+) -> None:
+    """Restart one broker, rolling-safe (as MSK's RebootBroker).
+
+    The broker is stopped once every partition's ISR is full (a controlled shutdown: its
+    leaderships move first) and started again with its data; the reboot is done when the ISR
+    of every partition is full again. Clients retry through the leadership changes.
+    """
+    api = Api(env)
+    request = pb.RebootBrokerRequest(name=name, broker_id=broker_id)
+    finish(api, api.call(api.clusters.RebootBroker, request), wait, timeout, output)
 
 
 @click.command("delete-cluster")
-@click.argument("name")
+@cluster_argument
+@delete_options
 @wait_option
 @timeout_option
+@output_option
 @click.pass_obj
-def delete_cluster(env: Env, *, name: str, wait: bool, timeout: float) -> None:
-    """Stop a cluster's brokers and remove their data. Deleting a missing cluster is a no-op."""
+def delete_cluster(
+    env: Env,
+    *,
+    name: str,
+    yes: bool,
+    if_exists: bool,
+    wait: bool,
+    timeout: float,
+    output: str,
+) -> None:
+    """Stop a cluster's brokers and remove their data, logs and bucket."""
     api = Api(env)
+    result: dict[str, Any] = {"name": name, "existed": True, "deleted": False, "operation_id": ""}
     try:
-        api.try_call(api.clusters.DeleteCluster, pb.DeleteClusterRequest(name=name), 30)
+        found = api.try_call(api.clusters.GetCluster, pb.GetClusterRequest(name=name), 10)
     except ApiError as exc:
-        if exc.reason != epb.CLUSTER_NOT_FOUND:
+        if exc.reason != epb.CLUSTER_NOT_FOUND or not if_exists:
             raise explain(exc, api.env) from None
-        progress(f"cluster {name!r} does not exist; nothing to delete")
+        progress(f"cloudctl: note: cluster {name!r} does not exist; nothing to delete")
+        emit(output, {**result, "existed": False}, f"cluster {name!r} does not exist")
         return
+    brokers = len(found.brokers)
+    confirm(f"Delete cluster {name!r}, its {brokers} broker(s) and all their data?", yes)
+    cluster = api.call(api.clusters.DeleteCluster, pb.DeleteClusterRequest(name=name), 30)
+    result["operation_id"] = cluster.operation_id
     if wait:
         wait_for(api, name, lambda c: False, timeout, gone_is_done=True)
-        click.echo(f"cluster {name!r} deleted")
+        result["deleted"] = True
+        emit(output, result, f"cluster {name!r} deleted")
     else:
-        click.echo(f"cluster {name!r} is being deleted")
+        emit(output, result, f"cluster {name!r} is being deleted")
 
 
 COMMANDS = [
@@ -264,5 +345,6 @@ COMMANDS = [
     get_bootstrap_brokers,
     update_broker_count,
     update_cluster_config,
+    reboot_broker,
     delete_cluster,
 ]

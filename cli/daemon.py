@@ -17,6 +17,7 @@ directories (``broker_pids``, ``embedded_s3_pids``: also what ``status`` reports
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import secrets
@@ -25,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -33,8 +35,9 @@ import click
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cli.client import ENDPOINT_FILE, PID_FILE, TOKEN_FILE, Api, ApiError, Env, home_dir
-from cli.output import CliError, emit_json, fields, output_option, progress, rfc3339, status_json
+from cli.client import ENDPOINT_FILE, PID_FILE, TOKEN_FILE, Api, ApiError, Env
+from cli.options import output_option
+from cli.output import CliError, emit, fields, progress, rfc3339, status_json
 from proto.sluice.v1 import controlplane_pb2
 
 DEFAULT_LISTEN = "127.0.0.1:50551"
@@ -42,19 +45,10 @@ DEFAULT_LISTEN = "127.0.0.1:50551"
 REPO = Path(__file__).resolve().parent.parent
 KILL_WAIT = 5.0
 """Seconds ``down`` waits for processes it had to SIGKILL."""
-
-home_option = click.option(
-    "--home",
-    type=click.Path(file_okay=False),
-    help="State directory (default: $SLUICE_HOME, else ~/.sluice).",
-)
-
-
-def _env(ctx: click.Context, home: str | None) -> Env:
-    env: Env = ctx.obj
-    if home:
-        env = Env(home_dir(home), env.endpoint_override, env.token_override)
-    return env
+UP_LOCK_FILE = "up.lock"
+"""flock held by the `cloudctl up` that checks for and starts the home's control plane."""
+EXIT_ALREADY_RUNNING = 3
+"""Exit code of ``python -m controlplane.main`` when another one holds the home."""
 
 
 def ensure_token(home: Path) -> None:
@@ -166,40 +160,54 @@ def _log_tail(path: Path, lines: int = 1) -> str:
     return " | ".join(kept[-lines:])
 
 
-@click.command()
-@home_option
-@click.option(
-    "--s3-endpoint",
-    metavar="URL",
-    help="S3-compatible endpoint for the clusters' remote tier (MinIO, Ceph, AWS), with "
-    "credentials from the AWS_* environment; nothing else is started. Default: the control "
-    "plane runs the embedded S3 server, data in $SLUICE_HOME/s3.",
-)
-@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for start-up.")
-@click.pass_context
-def up(ctx: click.Context, home: str | None, s3_endpoint: str | None, timeout: float) -> None:
-    """Start the control plane in the background (idempotent)."""
-    env = _env(ctx, home)
-    if s3_endpoint is not None:
-        parsed = urlparse(s3_endpoint)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+@contextlib.contextmanager
+def up_lock(home: Path, timeout: float) -> Iterator[None]:
+    """One `cloudctl up` of a home at a time: a second one waits here, then finds the control
+    plane the first started (so exactly one is started, and both name its pid)."""
+    fd = os.open(home / UP_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        noted = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not noted:
+                    progress("waiting for another `cloudctl up` of this home to finish")
+                    noted = True
+                if time.monotonic() > deadline:
+                    raise CliError(
+                        f"another `cloudctl up` of {home} did not finish within {timeout:.0f}s",
+                        f"see {home / 'logs' / 'controlplane.log'}",
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _wait_running(
+    env: Env, deadline: float, proc: subprocess.Popen[bytes] | None, timeout: float
+) -> int | None:
+    """The pid of the home's control plane once it answers (its pid file written, checked
+    against /proc); None when ``proc`` (the one we started) exited first."""
+    while True:
+        if proc is not None and proc.poll() is not None:
+            return None
+        pid = daemon_pid(env.home)
+        recorded = env.recorded_endpoint()
+        if pid is not None and recorded and _healthy(recorded):
+            return pid
+        if time.monotonic() > deadline:
             raise CliError(
-                f"invalid --s3-endpoint {s3_endpoint!r}", "give a URL such as http://127.0.0.1:9000"
+                f"the control plane did not become healthy within {timeout:.0f}s",
+                f"see {env.home / 'logs' / 'controlplane.log'}; stop it with `cloudctl down`",
             )
-    env.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    logs = env.home / "logs"
-    logs.mkdir(exist_ok=True)
-    ensure_token(env.home)
-    pid = daemon_pid(env.home)
-    if pid is not None:
-        endpoint = env.recorded_endpoint() or "?"
-        click.echo(f"control plane already running at {endpoint} (pid {pid}, home {env.home})")
-        if s3_endpoint is not None:
-            progress(
-                "cloudctl: note: --s3-endpoint ignored: the control plane is already running "
-                "(`cloudctl down` first to change it)"
-            )
-        return
+        time.sleep(0.05)
+
+
+def _spawn(env: Env, s3_endpoint: str | None) -> subprocess.Popen[bytes]:
     with contextlib.suppress(FileNotFoundError):
         (env.home / ENDPOINT_FILE).unlink()
     listen = _choose_listen(env)
@@ -207,10 +215,10 @@ def up(ctx: click.Context, home: str | None, s3_endpoint: str | None, timeout: f
     command += ["--listen", listen]
     if s3_endpoint is not None:
         command += ["--s3-endpoint", s3_endpoint]
-    log_path = logs / "controlplane.log"
+    log_path = env.home / "logs" / "controlplane.log"
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
@@ -219,26 +227,66 @@ def up(ctx: click.Context, home: str | None, s3_endpoint: str | None, timeout: f
             cwd=env.home,
             env={**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"},
         )
+
+
+@click.command()
+@click.option(
+    "--s3-endpoint",
+    metavar="URL",
+    help="S3-compatible endpoint for the clusters' remote tier (MinIO, Ceph, AWS), with "
+    "credentials from the AWS_* environment; nothing else is started. Default: the control "
+    "plane runs the embedded S3 server, data in $SLUICE_HOME/s3.",
+)
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for start-up.")
+@output_option
+@click.pass_obj
+def up(env: Env, s3_endpoint: str | None, timeout: float, output: str) -> None:
+    """Start the control plane in the background (idempotent: one per home)."""
+    if s3_endpoint is not None:
+        parsed = urlparse(s3_endpoint)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise CliError(
+                f"invalid --s3-endpoint {s3_endpoint!r}", "give a URL such as http://127.0.0.1:9000"
+            )
+    env.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log_path = env.home / "logs" / "controlplane.log"
+    log_path.parent.mkdir(exist_ok=True)
+    ensure_token(env.home)
     deadline = time.monotonic() + timeout
-    while True:
-        code = proc.poll()
-        if code is not None:
-            tail = _log_tail(log_path)
-            detail = f": {tail}" if tail else ""
-            raise CliError(
-                f"the control plane exited during start-up (code {code}){detail}",
-                f"see {log_path}",
-            )
-        recorded = env.recorded_endpoint()
-        if recorded and _healthy(recorded):
-            break
-        if time.monotonic() > deadline:
-            raise CliError(
-                f"the control plane did not become healthy within {timeout:.0f}s",
-                f"see {log_path}; stop it with `cloudctl down`",
-            )
-        time.sleep(0.05)
-    click.echo(f"control plane running at {recorded} (pid {proc.pid}, home {env.home})")
+    with up_lock(env.home, timeout):
+        pid = daemon_pid(env.home)
+        started = pid is None
+        if pid is not None:
+            pid = _wait_running(env, deadline, None, timeout)  # it may still be starting
+        else:
+            proc = _spawn(env, s3_endpoint)
+            pid = _wait_running(env, deadline, proc, timeout)
+            if pid is None:  # exited: another control plane holds this home (started by hand)
+                code = proc.returncode
+                if code == EXIT_ALREADY_RUNNING:
+                    started = False
+                    pid = _wait_running(env, deadline, None, timeout)
+                else:
+                    tail = _log_tail(log_path)
+                    detail = f": {tail}" if tail else ""
+                    raise CliError(
+                        f"the control plane exited during start-up (code {code}){detail}",
+                        f"see {log_path}",
+                    )
+    endpoint = env.recorded_endpoint() or ""
+    if not started and s3_endpoint is not None:
+        progress(
+            "cloudctl: note: --s3-endpoint ignored: the control plane is already running "
+            "(`cloudctl down` first to change it)"
+        )
+    state = "running" if started else "already running"
+    emit(
+        output,
+        {"pid": pid, "endpoint": endpoint, "home": str(env.home), "started": started},
+        f"control plane {state} at {endpoint} (pid {pid}, home {env.home})",
+    )
+    if not started:
+        return
     if s3_endpoint is None:
         progress(f"object store: embedded S3, data in {env.home / 's3'} (`cloudctl status` tells)")
     else:
@@ -393,17 +441,17 @@ def _stop_found(env: Env, pid: int, timeout: float) -> None:
 
 
 @click.command()
-@home_option
 @click.option(
     "--timeout",
     default=60.0,
     show_default=True,
     help="Seconds to wait for the stop; what still runs then is killed (SIGKILL).",
 )
-@click.pass_context
-def down(ctx: click.Context, home: str | None, timeout: float) -> None:
+@output_option
+@click.pass_obj
+def down(env: Env, timeout: float, output: str) -> None:
     """Stop the control plane and every broker of its clusters (clusters are kept)."""
-    env = _env(ctx, home)
+    result: dict[str, object] = {"home": str(env.home), "was_running": False, "pid": 0}
     pid = daemon_pid(env.home)
     if pid is None:
         orphans = broker_pids(env.home)
@@ -413,9 +461,9 @@ def down(ctx: click.Context, home: str | None, timeout: float) -> None:
             what = f"{len(orphans)} broker process(es)" + (
                 " and the embedded S3 server" if s3_pids else ""
             )
-            click.echo(f"control plane was not running; stopped {what}")
+            emit(output, result, f"control plane was not running; stopped {what}")
         else:
-            click.echo(f"control plane is not running (home {env.home})")
+            emit(output, result, f"control plane is not running (home {env.home})")
         return
     reported = _shutdown(env, pid)
     if reported is None:
@@ -424,16 +472,14 @@ def down(ctx: click.Context, home: str | None, timeout: float) -> None:
         _stop_reported(env, pid, reported, timeout)
     with contextlib.suppress(FileNotFoundError):
         (env.home / ENDPOINT_FILE).unlink()
-    click.echo("control plane stopped")
+    emit(output, {**result, "was_running": True, "pid": pid}, "control plane stopped")
 
 
 @click.command()
-@home_option
 @output_option
-@click.pass_context
-def status(ctx: click.Context, home: str | None, output: str) -> None:
+@click.pass_obj
+def status(env: Env, output: str) -> None:
     """Say whether the control plane runs, where, and what it runs."""
-    env = _env(ctx, home)
     pid = daemon_pid(env.home)
     reply: controlplane_pb2.Status | None = None
     if pid is not None or env.endpoint_override:
@@ -445,9 +491,9 @@ def status(ctx: click.Context, home: str | None, output: str) -> None:
                 raise
         finally:
             api.close()
-    if output == "json":
+    if output != "table":
         orphan_count = 0 if reply is not None else len(broker_pids(env.home))
-        emit_json(status_json(str(env.home), pid, reply, orphan_count))
+        emit(output, status_json(str(env.home), pid, reply, orphan_count), "")
         return
     if reply is None:
         click.echo(f"control plane: not running (home {env.home})")

@@ -6,17 +6,27 @@ flow directly between this process and the brokers (confluent-kafka, i.e. librdk
 
 from __future__ import annotations
 
+import datetime
 import sys
 import uuid
 from typing import Any
 
 import click
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from cli.client import Api, Env
-from cli.output import CliError, progress
+from cli.options import cluster_option, output_option
+from cli.output import CliError, emit, emit_item, progress
 from proto.sluice.v1 import clusters_pb2, topics_pb2
 
-cluster_option = click.option("--cluster", required=True, help="Cluster name.")
 QUIET = 3  # librdkafka log level: errors only
 
 
@@ -40,11 +50,12 @@ def _connect(env: Env, cluster: str, topic: str) -> tuple[str, int]:
 @click.argument("topic")
 @click.option("--key-separator", help="Split each line at the first SEP into key and value.")
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@output_option
 @click.pass_obj
-def produce(env: Env, *, cluster: str, topic: str, key_separator: str | None, acks: str) -> None:
-    """Send each line of stdin to TOPIC as one record."""
-    from confluent_kafka import KafkaException, Producer
-
+def produce(
+    env: Env, *, cluster: str, topic: str, key_separator: str | None, acks: str, output: str
+) -> None:
+    """Send each line of stdin to TOPIC as one record (idempotent with acks=all)."""
     bootstrap, _ = _connect(env, cluster, topic)
     producer = Producer(
         {
@@ -89,7 +100,11 @@ def produce(env: Env, *, cluster: str, topic: str, key_separator: str | None, ac
         )
     if failures:
         raise CliError(f"{len(failures)} of {count} records failed: {failures[0]}")
-    progress(f"produced {count} record(s) to {topic}")
+    summary = f"produced {count} record(s) to {topic}"
+    if output == "table":
+        progress(summary)  # stdout stays free for the records' producer of a pipe
+    else:
+        emit(output, {"cluster": cluster, "topic": topic, "produced": count}, summary)
 
 
 @click.command()
@@ -108,6 +123,7 @@ def produce(env: Env, *, cluster: str, topic: str, key_separator: str | None, ac
     "-e", "--exit", "exit_at_end", is_flag=True, help="Exit at the end of every partition."
 )
 @click.option("--key-separator", help="Print KEY<SEP>VALUE instead of VALUE.")
+@output_option
 @click.pass_obj
 def consume(
     env: Env,
@@ -119,10 +135,12 @@ def consume(
     limit: int | None,
     exit_at_end: bool,
     key_separator: str | None,
+    output: str,
 ) -> None:
-    """Print the records of TOPIC, one per line, until Ctrl-C (or -n / -e)."""
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+    """Print the records of TOPIC, one per line, until Ctrl-C (or -n / -e).
 
+    -o json prints one JSON object per record (topic, partition, offset, timestamp, key,
+    value), -o yaml one YAML document per record."""
     bootstrap, partitions = _connect(env, cluster, topic)
     consumer = Consumer(
         {
@@ -160,6 +178,10 @@ def consume(
                 progress(f"cloudctl: warning: {error}")
                 continue
             at_end.discard(int(msg.partition() or 0))
+            if output != "table":
+                emit_item(output, record_json(msg), "")
+                seen += 1
+                continue
             value = msg.value() or b""
             if sep is not None:
                 value = (msg.key() or b"") + sep + value
@@ -171,6 +193,20 @@ def consume(
     finally:
         consumer.close()
     progress(f"consumed {seen} record(s) from {topic}")
+
+
+def record_json(msg: Any) -> dict[str, Any]:
+    key, value = msg.key(), msg.value()
+    _, millis = msg.timestamp()
+    when = datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.UTC)
+    return {
+        "topic": msg.topic(),
+        "partition": msg.partition(),
+        "offset": msg.offset(),
+        "timestamp": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "key": None if key is None else key.decode(errors="replace"),
+        "value": None if value is None else value.decode(errors="replace"),
+    }
 
 
 COMMANDS = [produce, consume]

@@ -1,8 +1,10 @@
 """``cloudctl``: the command line of the Sluice control plane.
 
-One module per noun (daemon.py, cluster.py, topic.py, data.py); output.py formats results and
-errors; client.py finds and talks to the control plane. Every failure is one line on stderr,
-``cloudctl: error: WHAT (what to do)``, with a non-zero exit code (1; 2 for usage errors).
+One module per noun (daemon.py, context.py, cluster.py, operation.py, logs.py, topic.py,
+group.py, data.py); options.py holds the options every noun shares (the grammar of
+cli/README.md), output.py and formats.py the output; client.py finds and talks to the control
+plane. Exit codes: 0 success, 1 error (one line on stderr, ``cloudctl: error: WHAT (what to
+do)``), 2 usage error, 130 interrupted. ``cloudctl`` alone prints the help and exits 0.
 """
 
 from __future__ import annotations
@@ -12,16 +14,29 @@ from typing import Any
 
 import click
 
-from cli import cluster, daemon, data, topic
+from cli import cluster, context, daemon, data, group, logs, operation, topic
 from cli.client import Env
+from cli.options import add_global_options, global_options
 from cli.output import CliError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+SHORT_HELP_LIMIT = 120
+"""Characters of a command's one-line help in `cloudctl --help` (click's default, 45, cut
+them off)."""
+
+SECTIONS = [
+    ("Control plane", daemon.COMMANDS + context.COMMANDS),
+    ("Clusters (NAME argument)", cluster.COMMANDS + operation.COMMANDS + logs.COMMANDS),
+    ("Topics (--cluster C)", topic.COMMANDS),
+    ("Consumer groups (--cluster C)", group.COMMANDS),
+    ("Records (--cluster C)", data.COMMANDS),
+]
 
 
 class CloudctlGroup(click.Group):
-    """A click group whose errors are one line on stderr."""
+    """A click group whose errors are one line on stderr, whose help lists the commands by
+    noun with their whole one-line help, and which prints that help when run alone."""
 
     def main(
         self,
@@ -52,8 +67,38 @@ class CloudctlGroup(click.Group):
             sys.exit(EXIT_INTERRUPTED)
         sys.exit(result if isinstance(result, int) else 0)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
 
-@click.group(cls=CloudctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        listed = set()
+        for title, commands in SECTIONS:
+            rows = []
+            for command in commands:
+                if command.name and not command.hidden:
+                    rows.append((command.name, command.get_short_help_str(SHORT_HELP_LIMIT)))
+                    listed.add(command.name)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        others = [
+            (name, cmd.get_short_help_str(SHORT_HELP_LIMIT))
+            for name in self.list_commands(ctx)
+            if name not in listed and (cmd := self.get_command(ctx, name)) and not cmd.hidden
+        ]
+        if others:
+            with formatter.section("Other commands"):
+                formatter.write_dl(others)
+
+
+@click.group(
+    cls=CloudctlGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    params=global_options(),
+)
 @click.version_option("0.1.0", prog_name="cloudctl")
 @click.pass_context
 def cloudctl(ctx: click.Context) -> None:
@@ -63,18 +108,23 @@ def cloudctl(ctx: click.Context) -> None:
     Start here:
       cloudctl up                              start the control plane
       cloudctl create-cluster demo --wait      a 3-broker cluster
+      cloudctl use-cluster demo                the default of --cluster from now on
       cloudctl get-bootstrap-brokers demo      give this to any Kafka client
 
-    SLUICE_HOME (default ~/.sluice) and SLUICE_ENDPOINT select the state directory and the
-    control-plane address.
+    \b
+    Every command takes --home DIR and --endpoint HOST:PORT (also $SLUICE_HOME,
+    $SLUICE_ENDPOINT) and -o table|json|yaml. Exit codes: 0 ok, 1 error, 2 usage.
+    Shell completion: eval "$(_CLOUDCTL_COMPLETE=bash_source cloudctl)" (zsh_source,
+    fish_source). The full grammar: cli/README.md.
     """
     if ctx.obj is None:
         ctx.obj = Env.from_environ()
 
 
-for module in (daemon, cluster, topic, data):
-    for command in module.COMMANDS:
-        cloudctl.add_command(command)
+for _title, _commands in SECTIONS:
+    for _command in _commands:
+        add_global_options(_command)
+        cloudctl.add_command(_command)
 
 
 def main() -> None:

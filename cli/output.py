@@ -1,8 +1,11 @@
-"""Shared output: tables, stable JSON, progress lines and the one-line error.
+"""Shared output: tables, stable JSON and YAML, progress lines and the one-line error.
 
-stdout carries results only (a table, or JSON with ``-o json``); progress and notes go to
-stderr. JSON output is stable: every key is always present, keys are sorted, states are the
-MSK names ("ACTIVE"), times are RFC 3339 UTC.
+stdout carries results only (a table, or JSON / YAML with ``-o json`` / ``-o yaml``); progress
+and notes go to stderr. JSON output is stable: every key is always present, keys are sorted,
+states are the MSK names ("ACTIVE"), times are RFC 3339 UTC, numbers are numbers. YAML
+carries exactly the same data (``yaml.safe_load`` of it equals ``json.loads`` of the JSON).
+Commands that print a stream (consume, logs) print one JSON object per line, or one YAML
+document per item.
 """
 
 from __future__ import annotations
@@ -11,14 +14,13 @@ import datetime
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import click
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information
 
 from controlplane.client import broker_state_name, cluster_state_name
 from proto.sluice.v1 import clusters_pb2, controlplane_pb2, topics_pb2
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CliError(click.ClickException):
@@ -35,21 +37,32 @@ class CliError(click.ClickException):
         return f"cloudctl: error: {self.message}{hint}"
 
 
-def output_option(func: F) -> F:
-    """``-o/--output table|json``."""
-    option = click.option(
-        "-o",
-        "--output",
-        type=click.Choice(["table", "json"]),
-        default="table",
-        show_default=True,
-        help="Output format; JSON output is stable.",
-    )
-    return option(func)
-
-
 def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def yaml_text(value: Any) -> str:
+    return yaml.safe_dump(value, sort_keys=True, default_flow_style=False, allow_unicode=True)
+
+
+def emit(output: str, value: Any, text: Callable[[], str] | str) -> None:
+    """Print a result: ``value`` (JSON-able) as JSON or YAML, else ``text`` (a table)."""
+    if output == "json":
+        emit_json(value)
+    elif output == "yaml":
+        click.echo(yaml_text(value), nl=False)
+    else:
+        click.echo(text() if callable(text) else text)
+
+
+def emit_item(output: str, value: Any, text: str) -> None:
+    """Print one item of a stream: a JSON line, a YAML document, or ``text``."""
+    if output == "json":
+        click.echo(json.dumps(value, sort_keys=True))
+    elif output == "yaml":
+        click.echo("---\n" + yaml_text(value), nl=False)
+    else:
+        click.echo(text)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -117,9 +130,12 @@ def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
                 "pid": b.pid,
                 "restarts": b.restarts,
                 "data_dir": b.data_dir,
+                "log_path": b.log_path,
             }
             for b in cluster.brokers
         ],
+        "log_dir": cluster.log_dir,
+        "operation_id": cluster.operation_id,
         "config": dict(sorted(cluster.config.items())),
         "object_store": object_store_json(cluster),
         "created_at": rfc3339(cluster.created_at),
@@ -151,8 +167,14 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
             ("bootstrap", cluster.bootstrap_brokers),
             ("config", config_text(cluster.config)),
             ("object store", object_store_text(cluster)),
+            ("logs", f"{cluster.log_dir or '-'} (`cloudctl logs {cluster.name}`)"),
             ("created", rfc3339(cluster.created_at)),
         ]
+        + (
+            [("operation", f"{cluster.operation} {cluster.operation_id}")]
+            if cluster.operation
+            else []
+        )
     )
     brokers = table(
         ["BROKER", "ADDRESS", "STATE", "PID", "RESTARTS"],
@@ -192,6 +214,7 @@ def topic_json(topic: topics_pb2.Topic, *, detail: bool) -> dict[str, Any]:
         "replication_factor": topic.replication_factor,
         "internal": topic.internal,
         "hot_bytes": topic.hot_bytes,
+        "hot_bytes_per_replica": topic.hot_bytes_per_replica,
         "tiered_bytes": topic.tiered_bytes,
         "tiered_segments": topic.tiered_segments,
     }
@@ -209,6 +232,8 @@ def topic_json(topic: topics_pb2.Topic, *, detail: bool) -> dict[str, Any]:
                 "remote_log_start_offset": remote_log_start(p),
                 "tiered_bytes": p.tiered_bytes,
                 "tiered_segments": p.tiered_segments,
+                "hot_bytes": p.hot_bytes,
+                "replica_hot_bytes": {str(k): v for k, v in sorted(p.replica_hot_bytes.items())},
             }
             for p in topic.partition_details
         ]
@@ -242,7 +267,7 @@ def topic_table(topic: topics_pb2.Topic) -> str:
         ]
     )
     tiered = any(remote_log_start(p) >= 0 for p in topic.partition_details)
-    headers = ["PARTITION", "LEADER", "REPLICAS", "ISR"]
+    headers = ["PARTITION", "LEADER", "REPLICAS", "ISR", "HOT PER REPLICA"]
     if tiered:  # the remote tier's columns only for topics with data in it
         headers += ["REMOTE START", "TIERED"]
     rows = []
@@ -252,6 +277,7 @@ def topic_table(topic: topics_pb2.Topic) -> str:
             p.leader if p.leader >= 0 else "none",
             ",".join(map(str, p.replicas)),
             ",".join(map(str, p.isr)),
+            " ".join(f"{r}:{byte_size(p.replica_hot_bytes.get(r, 0))}" for r in p.replicas),
         ]
         if tiered:
             remote = remote_log_start(p) >= 0
@@ -266,7 +292,10 @@ def topic_table(topic: topics_pb2.Topic) -> str:
 
 
 def storage_text(topic: topics_pb2.Topic) -> str:
-    hot = f"{byte_size(topic.hot_bytes)} hot (local, all replicas)"
+    hot = (
+        f"{byte_size(topic.hot_bytes_per_replica)} hot per replica, "
+        f"{byte_size(topic.hot_bytes)} on all {topic.replication_factor} replicas (local disk)"
+    )
     if not topic.tiered_segments:
         return hot
     segments = count(topic.tiered_segments, "segment")

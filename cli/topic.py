@@ -1,43 +1,49 @@
-"""Topic commands: create, list, describe, delete, alter config, find orphaned remote objects
-(through the control plane)."""
+"""Topic commands: create, list, describe, add partitions, alter config, delete, find
+orphaned remote objects (through the control plane)."""
 
 from __future__ import annotations
 
 import click
 
-from cli.client import Api, Env
-from cli.cluster import parse_settings
+from cli.client import Api, ApiError, Env, explain
+from cli.options import (
+    cluster_option,
+    config_option,
+    confirm,
+    delete_options,
+    output_option,
+    parse_settings,
+)
 from cli.output import (
-    emit_json,
+    emit,
     orphans_json,
     orphans_text,
-    output_option,
+    progress,
     topic_json,
     topic_table,
     topics_table,
 )
+from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import topics_pb2 as pb
 
 ADMIN_TIMEOUT = 60.0
 
-cluster_option = click.option("--cluster", required=True, help="Cluster name.")
-
 
 def show(topic: pb.Topic, output: str) -> None:
-    if output == "json":
-        emit_json(topic_json(topic, detail=True))
-    else:
-        click.echo(topic_table(topic))
+    emit(output, topic_json(topic, detail=True), lambda: topic_table(topic))
 
 
 @click.command("create-topic")
 @cluster_option
 @click.argument("topic")
 @click.option("--partitions", type=int, help="Partition count (default: num.partitions).")
-@click.option("--replication-factor", type=int, help="Replication factor (default 1).")
 @click.option(
-    "--config", "settings", multiple=True, metavar="KEY=VALUE", help="Topic setting; repeatable."
+    "--replication-factor",
+    type=int,
+    help="Replication factor (default: 3, or the broker count when smaller; with 3, "
+    "min.insync.replicas=2 unless --config sets it).",
 )
+@config_option("Topic")
 @output_option
 @click.pass_obj
 def create_topic(
@@ -50,7 +56,7 @@ def create_topic(
     settings: tuple[str, ...],
     output: str,
 ) -> None:
-    """Create TOPIC in a cluster."""
+    """Create TOPIC in a cluster (as MSK: 3 replicas, min.insync.replicas=2)."""
     request = pb.CreateTopicRequest(
         cluster=cluster, name=topic, config=parse_settings(settings, "--config")
     )
@@ -75,10 +81,11 @@ def list_topics(env: Env, *, cluster: str, internal: bool, output: str) -> None:
         pb.ListTopicsRequest(cluster=cluster, include_internal=internal),
         ADMIN_TIMEOUT,
     )
-    if output == "json":
-        emit_json({"topics": [topic_json(t, detail=False) for t in reply.topics]})
-    else:
-        click.echo(topics_table(reply.topics))
+    emit(
+        output,
+        {"topics": [topic_json(t, detail=False) for t in reply.topics]},
+        lambda: topics_table(reply.topics),
+    )
 
 
 @click.command("describe-topic")
@@ -87,7 +94,8 @@ def list_topics(env: Env, *, cluster: str, internal: bool, output: str) -> None:
 @output_option
 @click.pass_obj
 def describe_topic(env: Env, *, cluster: str, topic: str, output: str) -> None:
-    """Partitions, leaders and config of a topic."""
+    """Partitions (leader, replicas, ISR, hot bytes per replica), storage and config of a
+    topic."""
     api = Api(env)
     reply = api.call(
         api.topics.DescribeTopic,
@@ -100,22 +108,60 @@ def describe_topic(env: Env, *, cluster: str, topic: str, output: str) -> None:
 @click.command("delete-topic")
 @cluster_option
 @click.argument("topic")
+@delete_options
+@output_option
 @click.pass_obj
-def delete_topic(env: Env, *, cluster: str, topic: str) -> None:
-    """Delete a topic and its data."""
+def delete_topic(
+    env: Env, *, cluster: str, topic: str, yes: bool, if_exists: bool, output: str
+) -> None:
+    """Delete a topic and its data (local and tiered)."""
+    result = {"cluster": cluster, "topic": topic, "existed": True, "deleted": False}
+    confirm(f"Delete topic {topic!r} of cluster {cluster!r} and all its records?", yes)
     api = Api(env)
-    api.call(
-        api.topics.DeleteTopic, pb.DeleteTopicRequest(cluster=cluster, name=topic), ADMIN_TIMEOUT
+    try:
+        api.try_call(
+            api.topics.DeleteTopic,
+            pb.DeleteTopicRequest(cluster=cluster, name=topic),
+            ADMIN_TIMEOUT,
+        )
+    except ApiError as exc:
+        if exc.reason != epb.TOPIC_NOT_FOUND or not if_exists:
+            raise explain(exc, env) from None
+        progress(f"cloudctl: note: topic {topic!r} does not exist; nothing to delete")
+        emit(output, {**result, "existed": False}, f"topic {topic!r} does not exist")
+        return
+    result["deleted"] = True
+    emit(output, result, f"topic {topic!r} deleted from cluster {cluster!r}")
+
+
+@click.command("add-partitions")
+@cluster_option
+@click.argument("topic")
+@click.option(
+    "--total",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The new partition count (more than now).",
+)
+@output_option
+@click.pass_obj
+def add_partitions(env: Env, *, cluster: str, topic: str, total: int, output: str) -> None:
+    """Raise a topic's partition count to --total.
+
+    Kafka never removes partitions; keyed records may map to other partitions from now on."""
+    api = Api(env)
+    reply = api.call(
+        api.topics.AddPartitions,
+        pb.AddPartitionsRequest(cluster=cluster, name=topic, total=total),
+        ADMIN_TIMEOUT,
     )
-    click.echo(f"topic {topic!r} deleted from cluster {cluster!r}")
+    show(reply, output)
 
 
 @click.command("alter-topic-config")
 @cluster_option
 @click.argument("topic")
-@click.option(
-    "--set", "settings", multiple=True, metavar="KEY=VALUE", help="Topic setting; repeatable."
-)
+@config_option("Topic", alias=True)
 @click.option(
     "--remove", multiple=True, metavar="KEY", help="Return a setting to its default; repeatable."
 )
@@ -127,19 +173,25 @@ def alter_topic_config(
     cluster: str,
     topic: str,
     settings: tuple[str, ...],
+    legacy_settings: tuple[str, ...],
     remove: tuple[str, ...],
     output: str,
 ) -> None:
     """Set or remove topic-level settings."""
-    if not settings and not remove:
-        raise click.UsageError("give --set KEY=VALUE or --remove KEY")
+    if not settings and not legacy_settings and not remove:
+        raise click.UsageError("give --config KEY=VALUE or --remove KEY")
+    if legacy_settings:
+        progress("cloudctl: note: --set is deprecated; use --config KEY=VALUE")
     api = Api(env)
     reply = api.call(
         api.topics.AlterTopicConfig,
         pb.AlterTopicConfigRequest(
             cluster=cluster,
             name=topic,
-            config=parse_settings(settings, "--set"),
+            config={
+                **parse_settings(legacy_settings, "--set"),
+                **parse_settings(settings, "--config"),
+            },
             remove=list(remove),
         ),
         ADMIN_TIMEOUT,
@@ -149,7 +201,8 @@ def alter_topic_config(
 
 @click.command("find-orphans")
 @cluster_option
-@click.option("--delete", is_flag=True, help="Remove what is found.")
+@click.option("--delete", is_flag=True, help="Remove what is found (asks first on a terminal).")
+@click.option("-y", "--yes", is_flag=True, help="With --delete: do not ask.")
 @click.option(
     "--min-age-seconds",
     type=click.IntRange(min=0),
@@ -160,30 +213,30 @@ def alter_topic_config(
 @output_option
 @click.pass_obj
 def find_orphans(
-    env: Env, *, cluster: str, delete: bool, min_age_seconds: int, output: str
+    env: Env, *, cluster: str, delete: bool, yes: bool, min_age_seconds: int, output: str
 ) -> None:
     """Objects in the cluster's bucket that no tiered-segment record names.
 
     Reasons: "unknown segment" (e.g. an upload a dead leader left), "unparseable" (not a
     segment key), "deleted topic" (its cleanup is not pending). --delete removes exactly the
     objects listed."""
+    if delete:
+        confirm(f"Delete the orphaned objects found in the bucket of cluster {cluster!r}?", yes)
     api = Api(env)
     reply = api.call(
         api.topics.FindOrphans,
         pb.FindOrphansRequest(cluster=cluster, delete=delete, min_age_seconds=min_age_seconds),
         ADMIN_TIMEOUT,
     )
-    if output == "json":
-        emit_json(orphans_json(reply))
-    else:
-        click.echo(orphans_text(reply))
+    emit(output, orphans_json(reply), lambda: orphans_text(reply))
 
 
 COMMANDS = [
     create_topic,
     list_topics,
     describe_topic,
-    delete_topic,
+    add_partitions,
     alter_topic_config,
+    delete_topic,
     find_orphans,
 ]

@@ -1,8 +1,8 @@
 """API auth: one bearer token per control plane, made by ``cloudctl up``.
 
 The token lives in ``$SLUICE_HOME/token`` (mode 0600). Every RPC except gRPC health checking
-must carry ``authorization: Bearer <token>``; a missing or wrong token gets UNAUTHENTICATED
-(ErrorInfo reason TOKEN_INVALID).
+must carry ``authorization: Bearer <token>`` (the scheme in any case, as RFC 9110 has it); a
+missing or wrong token gets UNAUTHENTICATED (ErrorInfo reason TOKEN_INVALID).
 """
 
 from __future__ import annotations
@@ -42,17 +42,28 @@ def read_token(home: Path) -> str:
     return (home / TOKEN_FILE).read_text().strip()
 
 
+def bearer_token(value: str | bytes) -> bytes | None:
+    """The token of an ``authorization`` value ``Bearer <token>``; the scheme is
+    case-insensitive (RFC 9110: ``bearer``, ``BEARER`` ...), spaces around the token are
+    ignored. None for another scheme or no token."""
+    raw = value.encode() if isinstance(value, str) else bytes(value)
+    scheme, _, token = raw.strip().partition(b" ")
+    if scheme.lower() != b"bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     def _allowed(self, details: grpc.HandlerCallDetails) -> bool:
         if details.method.startswith(PUBLIC_PREFIXES):
             return True
         for key, value in details.invocation_metadata or ():
             if key == "authorization":
-                given = value.encode() if isinstance(value, str) else bytes(value)
-                return hmac.compare_digest(given, self._expected)
+                given = bearer_token(value)
+                return given is not None and hmac.compare_digest(given, self._expected)
         return False
 
     async def intercept_service(

@@ -30,7 +30,15 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from proto.sluice.v1 import clusters_pb2, clusters_pb2_grpc, controlplane_pb2_grpc, topics_pb2_grpc
+from proto.sluice.v1 import (
+    clusters_pb2,
+    clusters_pb2_grpc,
+    controlplane_pb2_grpc,
+    groups_pb2_grpc,
+    logs_pb2_grpc,
+    operations_pb2_grpc,
+    topics_pb2_grpc,
+)
 from proto.sluice.v1 import errors_pb2 as epb
 
 DEFAULT_HOME = "~/.sluice"
@@ -38,6 +46,7 @@ ENDPOINT_FILE = "endpoint"
 TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
 PID_FILE = "controlplane.pid"
 DEFAULT_TIMEOUT = 30.0
+TOKEN_VARIABLE = "SLUICE_TOKEN"  # noqa: S105 - the variable's name, not a secret
 ERROR_DOMAIN = "sluice.dev"
 """``ErrorInfo.domain`` of the control plane's errors (the server sets it from here)."""
 
@@ -55,17 +64,31 @@ class Env:
     home: Path
     endpoint_override: str | None = None
     token_override: str | None = None
+    token_origin: str = ""
+    """Where ``token_override`` came from (``"SLUICE_TOKEN"`` for the environment), for
+    messages; empty when it was given explicitly or there is none."""
 
     @classmethod
     def from_environ(
         cls, home: str | None = None, *, endpoint: str | None = None, token: str | None = None
     ) -> Env:
         """Explicit values first, then ``SLUICE_ENDPOINT`` / ``SLUICE_TOKEN``."""
+        from_env = os.environ.get(TOKEN_VARIABLE) or None
         return cls(
             home_dir(home),
             endpoint or os.environ.get("SLUICE_ENDPOINT") or None,
-            token or os.environ.get("SLUICE_TOKEN") or None,
+            token or from_env,
+            "" if token or from_env is None else TOKEN_VARIABLE,
         )
+
+    def token_source(self) -> str:
+        """Where the token sent comes from, as a user reads it: ``the SLUICE_TOKEN
+        environment variable``, ``the token given``, or the token file's path."""
+        if self.token_override:
+            if self.token_origin == TOKEN_VARIABLE:
+                return "the SLUICE_TOKEN environment variable"
+            return "the token given"
+        return str(self.token_path)
 
     def recorded_endpoint(self) -> str | None:
         """The address the running control plane wrote to ``$SLUICE_HOME/endpoint``."""
@@ -182,6 +205,9 @@ class Client:
         self.clusters = clusters_pb2_grpc.ClustersStub(self.channel)
         self.topics = topics_pb2_grpc.TopicsStub(self.channel)
         self.control_plane = controlplane_pb2_grpc.ControlPlaneStub(self.channel)
+        self.groups = groups_pb2_grpc.GroupsStub(self.channel)
+        self.operations = operations_pb2_grpc.OperationsStub(self.channel)
+        self.logs = logs_pb2_grpc.LogsStub(self.channel)
 
     def call(
         self, method: Callable[..., Any], request: Any, timeout: float = DEFAULT_TIMEOUT

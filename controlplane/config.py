@@ -77,6 +77,21 @@ class Settings:
     """Consecutive failed probes after which an unresponsive embedded S3 server is restarted."""
     s3_request_timeout_ms: int = 5_000
     """Read timeout of the control plane's own S3 requests (bucket create/delete, probes)."""
+    broker_retention_check_interval_ms: int = 5_000
+    """``log.retention.check.interval.ms`` given to brokers whose cluster config does not set
+    it (the broker's own default is Kafka's 300000): local retention, e.g. a tiered topic's
+    ``local.retention.bytes``, acts within seconds. A check walks the partitions' segment
+    lists in memory; every 5 s costs nothing a laptop notices."""
+    broker_reboot_timeout_ms: int = 300_000
+    """How long a reboot (RebootBroker) waits for the ISR of every partition to be full, before
+    it stops the broker and after it restarts it; past it the reboot fails."""
+    topic_default_replication_factor: int = 3
+    """Replication factor of a topic created without one, capped by the cluster's broker count
+    (MSK's default: 3); ignored when the cluster's config sets default.replication.factor."""
+    logs_max_lines: int = 100_000
+    """Most lines of history one ReadLogs call sends (the newest; the others are counted)."""
+    logs_follow_interval_ms: int = 200
+    """How often a followed log (ReadLogs with follow) is checked for new lines."""
 
     @classmethod
     def keys(cls) -> list[str]:

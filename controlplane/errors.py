@@ -83,6 +83,18 @@ class TopicNotFound(NotFound):
     reason = epb.TOPIC_NOT_FOUND
 
 
+class GroupNotFound(NotFound):
+    reason = epb.GROUP_NOT_FOUND
+
+
+class BrokerNotFound(NotFound):
+    reason = epb.BROKER_NOT_FOUND
+
+
+class OperationNotFound(NotFound):
+    reason = epb.OPERATION_NOT_FOUND
+
+
 class PreconditionFailed(ControlPlaneError):
     """Valid request, wrong moment: another operation runs, or the change needs a later issue."""
 
@@ -100,6 +112,12 @@ class ClusterNotReady(PreconditionFailed):
 
 class ScaleInNotSupported(PreconditionFailed):
     reason = epb.SCALE_IN_NOT_SUPPORTED
+
+
+class GroupNotEmpty(PreconditionFailed):
+    """A consumer group with members: its offsets cannot be reset nor the group deleted."""
+
+    reason = epb.GROUP_NOT_EMPTY
 
 
 class BrokerUnavailable(ControlPlaneError):

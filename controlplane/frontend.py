@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from controlplane import errors, store
 from controlplane.config import (
@@ -23,8 +25,15 @@ from controlplane.config import (
 from controlplane.objectstore import bucket_name
 from controlplane.process import free_port
 from controlplane.reconciler import ClusterManager
-from controlplane.states import ClusterState
-from controlplane.store import BrokerRecord, ClusterRecord, Store, choose_voters
+from controlplane.states import ClusterState, OperationType
+from controlplane.store import (
+    BrokerRecord,
+    ClusterRecord,
+    OperationRecord,
+    Store,
+    choose_voters,
+    new_operation_id,
+)
 
 
 def new_cluster_id() -> str:
@@ -87,6 +96,13 @@ class ClusterFrontend:
             )
         cluster_id = new_cluster_id()
         objects = self.manager.object_store
+        operation = OperationRecord(
+            id=new_operation_id(),
+            cluster=name,
+            cluster_id=cluster_id,
+            type=OperationType.CREATE,
+            detail=f"{count} broker(s)" + (f", {settings_text(checked)}" if checked else ""),
+        )
         cluster = ClusterRecord(
             name=name,
             cluster_id=cluster_id,
@@ -94,13 +110,18 @@ class ClusterFrontend:
             broker_count=count,
             config=checked,
             operation=store.OP_CREATE,
+            operation_id=operation.id,
             state_message=f"starting {count} broker(s)",
             # the reconciler creates the bucket; brokers get the settings once they take them
             s3_endpoint=objects.endpoint if objects is not None else "",
             s3_bucket=bucket_name(name, cluster_id) if objects is not None else "",
             voters=choose_voters(range(count)),
         )
-        self.store.insert_cluster(cluster, self._new_brokers(cluster, range(count)))
+        self.store.insert_cluster(
+            cluster,
+            self._new_brokers(cluster, range(count)),
+            replace(operation, state_message=cluster.state_message),
+        )
         self.manager.notify(name)
         return self.get(name)
 
@@ -116,36 +137,51 @@ class ClusterFrontend:
     def delete(self, name: str) -> ClusterRecord:
         cluster = self.get(name)
         if cluster.state != ClusterState.DELETING:
-            cluster = self.store.update_cluster(
+            cluster = self.store.start_operation(
                 name,
+                OperationType.DELETE,
+                f"{len(self.store.brokers(name))} broker(s) and their data",
                 state=ClusterState.DELETING,
-                operation=store.OP_DELETE,
                 state_message="stopping brokers",
             )
             self.manager.notify(name, interrupt=True)
         return cluster
 
-    def update_broker_count(self, name: str, count: int) -> ClusterRecord:
+    def update_broker_count(
+        self, name: str, count: int, config: Mapping[str, str] | None = None
+    ) -> ClusterRecord:
+        """Scale out or in; ``config`` (broker settings) changes in the same operation: new
+        brokers start with it, the others get it by a rolling restart."""
         cluster = self.get(name)
         validate_broker_count(count, self.settings, name)
-        if count == cluster.broker_count:
+        checked = validate_broker_config(config or {}, name)
+        wanted = {**cluster.config, **checked}
+        if count == cluster.broker_count and wanted == cluster.config:
             return cluster
         self._check_idle(cluster, "update the broker count")
+        detail = f"{cluster.broker_count} -> {count} brokers"
+        changes: dict[str, Any] = {"broker_count": count, "state": ClusterState.UPDATING}
+        if wanted != cluster.config:
+            detail += f", {settings_text(checked)}"
+            changes |= {"config": wanted, "config_version": cluster.config_version + 1}
         if count < cluster.broker_count:
-            return self._scale_in(cluster, count)
+            return self._scale_in(cluster, count, detail, changes)
         new = self._new_brokers(cluster, range(cluster.broker_count, count))
-        self.store.add_brokers(
+        message = f"adding {len(new)} broker(s)" if new else "rolling restart: starting"
+        self.store.start_operation(
             name,
-            new,
-            broker_count=count,
-            state=ClusterState.UPDATING,
-            operation=store.OP_UPDATE_BROKER_COUNT,
-            state_message=f"adding {len(new)} broker(s)",
+            OperationType.UPDATE_BROKER_COUNT,
+            detail,
+            new_brokers=new,
+            state_message=message,
+            **changes,
         )
         self.manager.notify(name)
         return self.get(name)
 
-    def _scale_in(self, cluster: ClusterRecord, count: int) -> ClusterRecord:
+    def _scale_in(
+        self, cluster: ClusterRecord, count: int, detail: str, changes: dict[str, Any]
+    ) -> ClusterRecord:
         """Record the smaller count; the reconciler moves partitions, then removes brokers."""
         if count < cluster.min_broker_count:
             voters = ", ".join(str(v) for v in cluster.voters)
@@ -156,12 +192,12 @@ class ClusterFrontend:
                 cluster=cluster.name,
             )
         ids = ", ".join(str(i) for i in range(count, cluster.broker_count))
-        self.store.update_cluster(
+        self.store.start_operation(
             cluster.name,
-            broker_count=count,
-            state=ClusterState.UPDATING,
-            operation=store.OP_UPDATE_BROKER_COUNT,
+            OperationType.UPDATE_BROKER_COUNT,
+            detail,
             state_message=f"scale-in to {count} broker(s): moving partitions off broker(s) {ids}",
+            **changes,
         )
         self.manager.notify(cluster.name)
         return self.get(cluster.name)
@@ -182,13 +218,50 @@ class ClusterFrontend:
         if wanted == cluster.config:
             return cluster
         self._check_idle(cluster, "update the configuration")
-        cluster = self.store.update_cluster(
+        detail = "; ".join(
+            part
+            for part in (
+                f"set {settings_text(checked)}" if checked else "",
+                f"remove {', '.join(removed)}" if removed else "",
+            )
+            if part
+        )
+        cluster = self.store.start_operation(
             name,
+            OperationType.UPDATE_CONFIG,
+            detail,
             config=wanted,
             config_version=cluster.config_version + 1,
             state=ClusterState.UPDATING,
-            operation=store.OP_UPDATE_CONFIG,
             state_message="rolling restart: starting",
         )
         self.manager.notify(name)
         return cluster
+
+    def reboot_broker(self, name: str, broker_id: int) -> ClusterRecord:
+        """Record the reboot (RebootBroker); the reconciler stops and starts the broker once
+        the ISR of every partition is full, then waits for it to be full again."""
+        cluster = self.get(name)
+        ids = [b.broker_id for b in self.store.brokers(name)]
+        if broker_id not in ids:
+            raise errors.BrokerNotFound(
+                f"cluster {name!r} has no broker {broker_id} (its brokers: "
+                f"{', '.join(map(str, ids))})",
+                cluster=name,
+                broker=broker_id,
+            )
+        self._check_idle(cluster, f"reboot broker {broker_id}")
+        self.store.update_broker(name, broker_id, reboot_requested=1)
+        cluster = self.store.start_operation(
+            name,
+            OperationType.REBOOT_BROKER,
+            f"broker {broker_id}",
+            state=ClusterState.UPDATING,
+            state_message=f"reboot of broker {broker_id}: requested",
+        )
+        self.manager.notify(name)
+        return cluster
+
+
+def settings_text(config: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from kio.schema.alter_partition_reassignments.v0 import request as alter_reassignments
 from kio.schema.api_versions.v3 import request as api_versions
+from kio.schema.create_partitions.v3 import request as create_partitions
 from kio.schema.create_topics.v7 import request as create_topics
 from kio.schema.delete_topics.v6 import request as delete_topics
 from kio.schema.describe_configs.v4 import request as describe_configs
@@ -149,7 +150,8 @@ class Admin:
         self.port = port
         self.timeout = timeout
 
-    async def _call(self, request: Any) -> Any:
+    async def call(self, request: Any) -> Any:
+        """One request on a new connection; the response (error codes are not checked)."""
         async with await KafkaConnection.open(self.host, self.port, self.timeout) as conn:
             return await conn.request(request, self.timeout)
 
@@ -164,7 +166,7 @@ class Admin:
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )
-        response = await self._call(request)
+        response = await self.call(request)
         out = []
         for topic in response.topics:
             if topic.error_code != ErrorCode.none:
@@ -206,7 +208,7 @@ class Admin:
             timeout=_timeout_ms(self.timeout),
             validate_only=False,
         )
-        response = await self._call(request)
+        response = await self.call(request)
         for result in response.topics:
             if result.error_code != ErrorCode.none:
                 raise KafkaResponseError(
@@ -220,7 +222,7 @@ class Admin:
             ),
             timeout=_timeout_ms(self.timeout),
         )
-        response = await self._call(request)
+        response = await self.call(request)
         for result in response.responses:
             if result.error_code != ErrorCode.none:
                 raise KafkaResponseError(
@@ -237,7 +239,7 @@ class Admin:
             include_synonyms=False,
             include_documentation=False,
         )
-        response = await self._call(request)
+        response = await self.call(request)
         out: list[ConfigEntry] = []
         for result in response.results:
             if result.error_code != ErrorCode.none:
@@ -266,7 +268,7 @@ class Admin:
             ),
             validate_only=False,
         )
-        response = await self._call(request)
+        response = await self.call(request)
         for result in response.responses:
             if result.error_code != ErrorCode.none:
                 raise KafkaResponseError(
@@ -295,7 +297,7 @@ class Admin:
                 for t, ps in by_topic.items()
             ),
         )
-        response = await self._call(request)
+        response = await self.call(request)
         if response.error_code != ErrorCode.none:
             raise KafkaResponseError(
                 response.error_code, response.error_message, "alter partition reassignments"
@@ -315,7 +317,7 @@ class Admin:
         request = list_reassignments.ListPartitionReassignmentsRequest(
             timeout=_timeout_ms(self.timeout), topics=None
         )
-        response = await self._call(request)
+        response = await self.call(request)
         if response.error_code != ErrorCode.none:
             raise KafkaResponseError(
                 response.error_code, response.error_message, "list partition reassignments"
@@ -330,11 +332,29 @@ class Admin:
             for p in topic.partitions
         }
 
+    async def create_partitions(self, name: str, total: int) -> None:
+        """Raise the partition count of topic ``name`` to ``total`` (the broker places them)."""
+        request = create_partitions.CreatePartitionsRequest(
+            topics=(
+                create_partitions.CreatePartitionsTopic(
+                    name=TopicName(name), count=i32(total), assignments=None
+                ),
+            ),
+            timeout=_timeout_ms(self.timeout),
+            validate_only=False,
+        )
+        response = await self.call(request)
+        for result in response.results:
+            if result.error_code != ErrorCode.none:
+                raise KafkaResponseError(
+                    result.error_code, result.error_message, f"add partitions to {name!r}"
+                )
+
     async def describe_remote_log(self, topics: list[str] | None = None) -> dict[str, Any]:
         """What the remote tier holds (Sluice's DescribeRemoteLog; the JSON document of
         ``wire.internal``)."""
         payload = json.dumps({"version": 1, "topics": topics}).encode()
-        response = await self._call(DescribeRemoteLogRequest(payload=payload))
+        response = await self.call(DescribeRemoteLogRequest(payload=payload))
         if response.error_code != ErrorCode.none:
             raise KafkaResponseError(
                 response.error_code, response.error_message, "describe remote log"
@@ -343,7 +363,7 @@ class Admin:
         return doc
 
     async def unregister_broker(self, broker_id: int) -> None:
-        response = await self._call(
+        response = await self.call(
             unregister_broker.UnregisterBrokerRequest(broker_id=BrokerId(broker_id))
         )
         if response.error_code != ErrorCode.none:

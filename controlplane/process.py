@@ -132,11 +132,21 @@ class BrokerProcess:
         self.started = time.monotonic()
 
     @classmethod
-    def spawn(cls, command: list[str], data_dir: str, log_path: str) -> BrokerProcess:
+    def spawn(
+        cls,
+        command: list[str],
+        data_dir: str,
+        log_path: str,
+        environment: dict[str, str] | None = None,
+    ) -> BrokerProcess:
+        """Start ``command`` in its own session, its output appended to ``log_path`` after a
+        line that records the start (with a time, in the broker's own log format, so that
+        ``cloudctl logs --since`` places it). ``environment`` is added to ours: secrets go
+        there, never on the command line."""
         Path(data_dir).mkdir(parents=True, exist_ok=True)
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log_file:
-            log_file.write(f"--- starting: {' '.join(command)}\n".encode())
+            log_file.write(f"{log_time()} --- starting: {' '.join(command)}\n".encode())
             log_file.flush()
             popen = subprocess.Popen(
                 command,
@@ -145,7 +155,7 @@ class BrokerProcess:
                 stderr=log_file,
                 start_new_session=True,
                 close_fds=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, **(environment or {}), "PYTHONUNBUFFERED": "1"},
             )
         return cls(popen.pid, data_dir, popen)
 
@@ -220,6 +230,13 @@ class BrokerProcess:
         if self.popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(5)
+
+
+def log_time(when: float | None = None) -> str:
+    """A time as Python's logging writes it by default (``%(asctime)s``, local time):
+    ``2026-11-25 08:00:00,123``, the format of the brokers' log lines."""
+    now = time.time() if when is None else when
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
 
 
 def log_tail(path: str, lines: int = 1) -> str:

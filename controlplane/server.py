@@ -22,11 +22,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from controlplane.api.clusters import ClustersService
+from controlplane.api.groups import GroupsService
+from controlplane.api.logs import LogsService
+from controlplane.api.operations import OperationsService
 from controlplane.api.status import StatusService
 from controlplane.api.topics import TopicsService
 from controlplane.auth import BearerTokenInterceptor, ensure_token
 from controlplane.config import Settings
 from controlplane.frontend import ClusterFrontend
+from controlplane.groups import GroupOps
 from controlplane.objectstore import ObjectStoreManager
 from controlplane.reconciler import ClusterManager
 from controlplane.store import Store
@@ -36,6 +40,12 @@ from proto.sluice.v1 import (
     clusters_pb2_grpc,
     controlplane_pb2,
     controlplane_pb2_grpc,
+    groups_pb2,
+    groups_pb2_grpc,
+    logs_pb2,
+    logs_pb2_grpc,
+    operations_pb2,
+    operations_pb2_grpc,
     topics_pb2,
     topics_pb2_grpc,
 )
@@ -50,6 +60,9 @@ SERVICE_NAMES = (
     clusters_pb2.DESCRIPTOR.services_by_name["Clusters"].full_name,
     topics_pb2.DESCRIPTOR.services_by_name["Topics"].full_name,
     controlplane_pb2.DESCRIPTOR.services_by_name["ControlPlane"].full_name,
+    groups_pb2.DESCRIPTOR.services_by_name["Groups"].full_name,
+    operations_pb2.DESCRIPTOR.services_by_name["Operations"].full_name,
+    logs_pb2.DESCRIPTOR.services_by_name["Logs"].full_name,
 )
 
 
@@ -107,8 +120,12 @@ class ControlPlane:
         )
         self.manager = ClusterManager(self.store, self.settings, self.home, self.object_store)
         frontend = ClusterFrontend(self.store, self.manager, self.settings)
+        timeout = self.settings.kafka_request_timeout_ms / 1000
         topic_ops = TopicOps(
-            self.store, self.settings.kafka_request_timeout_ms / 1000, self.object_store
+            self.store,
+            timeout,
+            self.object_store,
+            self.settings.topic_default_replication_factor,
         )
 
         server = grpc.aio.server(interceptors=[BearerTokenInterceptor(token)])
@@ -124,6 +141,11 @@ class ControlPlane:
             ClustersService(frontend, self.manager), server
         )
         topics_pb2_grpc.add_TopicsServicer_to_server(TopicsService(topic_ops), server)
+        groups_pb2_grpc.add_GroupsServicer_to_server(
+            GroupsService(GroupOps(self.store, timeout)), server
+        )
+        operations_pb2_grpc.add_OperationsServicer_to_server(OperationsService(self.store), server)
+        logs_pb2_grpc.add_LogsServicer_to_server(LogsService(self.store, self.settings), server)
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
             StatusService(self.manager, self.endpoint, time.time(), self.request_stop), server
         )

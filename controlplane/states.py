@@ -1,10 +1,12 @@
-"""Cluster and broker states, and their one mapping to and from the API's enums.
+"""Cluster, broker and operation states, and their one mapping to and from the API's enums.
 
 The state store keeps a cluster's state as its name (``"ACTIVE"``: ``state.db`` files written
 before these enums open unchanged); the reconciler keeps a broker's in memory. Everything in
 the control plane uses these enums; ``to_proto`` / ``from_proto`` are the only way between
 them and ``sluice.v1.ClusterState`` / ``sluice.v1.BrokerState`` (explicit tables, checked
-against the proto's values by tests/controlplane/test_states.py).
+against the proto's values by tests/controlplane/test_states.py). Operations (the history of
+``operations.proto``) have a type and a state, ``OperationType`` / ``OperationState``, stored
+by name as well.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import enum
 
 from proto.sluice.v1 import clusters_pb2 as pb
+from proto.sluice.v1 import operations_pb2 as opb
 
 
 class ClusterState(enum.StrEnum):
@@ -59,6 +62,45 @@ class BrokerState(enum.StrEnum):
             raise ValueError(f"no broker state for sluice.v1.BrokerState {value}") from None
 
 
+class OperationType(enum.StrEnum):
+    """What an operation does; also the cluster's ``operation`` while it runs."""
+
+    CREATE = "CREATE"
+    UPDATE_BROKER_COUNT = "UPDATE_BROKER_COUNT"
+    UPDATE_CONFIG = "UPDATE_CONFIG"
+    REBOOT_BROKER = "REBOOT_BROKER"
+    HEAL = "HEAL"
+    DELETE = "DELETE"
+
+    def to_proto(self) -> opb.OperationType:
+        return _OPERATION_TYPE_TO_PROTO[self]
+
+    @classmethod
+    def from_proto(cls, value: int) -> OperationType:
+        try:
+            return _OPERATION_TYPE_FROM_PROTO[value]
+        except KeyError:
+            raise ValueError(f"no operation type for sluice.v1.OperationType {value}") from None
+
+
+class OperationState(enum.StrEnum):
+    """Where an operation is: running, done, or given up (with an error)."""
+
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+    def to_proto(self) -> opb.OperationState:
+        return _OPERATION_STATE_TO_PROTO[self]
+
+    @classmethod
+    def from_proto(cls, value: int) -> OperationState:
+        try:
+            return _OPERATION_STATE_FROM_PROTO[value]
+        except KeyError:
+            raise ValueError(f"no operation state for sluice.v1.OperationState {value}") from None
+
+
 _CLUSTER_TO_PROTO: dict[ClusterState, pb.ClusterState] = {
     ClusterState.CREATING: pb.CLUSTER_STATE_CREATING,
     ClusterState.ACTIVE: pb.CLUSTER_STATE_ACTIVE,
@@ -77,3 +119,24 @@ _BROKER_TO_PROTO: dict[BrokerState, pb.BrokerState] = {
     BrokerState.STOPPED: pb.BROKER_STATE_STOPPED,
 }
 _BROKER_FROM_PROTO: dict[int, BrokerState] = {v: k for k, v in _BROKER_TO_PROTO.items()}
+
+_OPERATION_TYPE_TO_PROTO: dict[OperationType, opb.OperationType] = {
+    OperationType.CREATE: opb.OPERATION_TYPE_CREATE,
+    OperationType.UPDATE_BROKER_COUNT: opb.OPERATION_TYPE_UPDATE_BROKER_COUNT,
+    OperationType.UPDATE_CONFIG: opb.OPERATION_TYPE_UPDATE_CONFIG,
+    OperationType.REBOOT_BROKER: opb.OPERATION_TYPE_REBOOT_BROKER,
+    OperationType.HEAL: opb.OPERATION_TYPE_HEAL,
+    OperationType.DELETE: opb.OPERATION_TYPE_DELETE,
+}
+_OPERATION_TYPE_FROM_PROTO: dict[int, OperationType] = {
+    v: k for k, v in _OPERATION_TYPE_TO_PROTO.items()
+}
+
+_OPERATION_STATE_TO_PROTO: dict[OperationState, opb.OperationState] = {
+    OperationState.IN_PROGRESS: opb.OPERATION_STATE_IN_PROGRESS,
+    OperationState.COMPLETED: opb.OPERATION_STATE_COMPLETED,
+    OperationState.FAILED: opb.OPERATION_STATE_FAILED,
+}
+_OPERATION_STATE_FROM_PROTO: dict[int, OperationState] = {
+    v: k for k, v in _OPERATION_STATE_TO_PROTO.items()
+}

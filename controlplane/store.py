@@ -4,7 +4,8 @@ It is the "table" of frontend → table → backend: the gRPC servicers validate
 write here; the reconcilers read it and converge processes to it. Everything the control plane
 needs to survive its own ``kill -9`` is here: clusters, their desired broker count, config and
 Raft voters, each broker's ports (Kafka and Raft), data directory and last known pid (for
-re-adoption).
+re-adoption), and the history of every operation (``operations``: kept after a cluster is
+deleted).
 
 One connection, used from the event loop's thread only; every write is its own transaction.
 """
@@ -14,15 +15,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controlplane.states import ClusterState
+from controlplane.states import ClusterState, OperationState, OperationType
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
@@ -38,7 +40,8 @@ CREATE TABLE IF NOT EXISTS clusters (
     updated_at     REAL NOT NULL,
     s3_endpoint    TEXT NOT NULL DEFAULT '',
     s3_bucket      TEXT NOT NULL DEFAULT '',
-    voters         TEXT NOT NULL DEFAULT ''
+    voters         TEXT NOT NULL DEFAULT '',
+    operation_id   TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS brokers (
     cluster        TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
@@ -51,8 +54,22 @@ CREATE TABLE IF NOT EXISTS brokers (
     config_version INTEGER NOT NULL DEFAULT 0,
     restarts       INTEGER NOT NULL DEFAULT 0,
     raft_port      INTEGER NOT NULL DEFAULT 0,
+    reboot_requested INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (cluster, broker_id)
 );
+CREATE TABLE IF NOT EXISTS operations (
+    id             TEXT PRIMARY KEY,
+    cluster        TEXT NOT NULL,
+    cluster_id     TEXT NOT NULL,
+    type           TEXT NOT NULL,
+    state          TEXT NOT NULL,
+    detail         TEXT NOT NULL DEFAULT '',
+    state_message  TEXT NOT NULL DEFAULT '',
+    error          TEXT NOT NULL DEFAULT '',
+    started_at     REAL NOT NULL,
+    ended_at       REAL
+);
+CREATE INDEX IF NOT EXISTS operations_by_cluster ON operations (cluster, started_at);
 CREATE TABLE IF NOT EXISTS settings (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -61,19 +78,29 @@ CREATE TABLE IF NOT EXISTS settings (
 
 # Columns added after version 1: (table, column, definition). Added on open when missing.
 # Version 3 (Raft): brokers.raft_port (0 until the reconciler allocates one, for brokers
-# recorded before), clusters.voters (empty until recorded, ditto).
+# recorded before), clusters.voters (empty until recorded, ditto). Version 4 (operations):
+# clusters.operation_id, brokers.reboot_requested, and the operations table.
 ADDED_COLUMNS = (
     ("clusters", "s3_endpoint", "TEXT NOT NULL DEFAULT ''"),
     ("clusters", "s3_bucket", "TEXT NOT NULL DEFAULT ''"),
     ("clusters", "voters", "TEXT NOT NULL DEFAULT ''"),
+    ("clusters", "operation_id", "TEXT NOT NULL DEFAULT ''"),
     ("brokers", "raft_port", "INTEGER NOT NULL DEFAULT 0"),
+    ("brokers", "reboot_requested", "INTEGER NOT NULL DEFAULT 0"),
 )
 
-# Operations (a cluster's state is a states.ClusterState, stored as its name).
-OP_CREATE = "CREATE"
-OP_UPDATE_BROKER_COUNT = "UPDATE_BROKER_COUNT"
-OP_UPDATE_CONFIG = "UPDATE_CONFIG"
-OP_DELETE = "DELETE"
+# Operations (a cluster's state is a states.ClusterState, stored as its name; its operation
+# in progress a states.OperationType, stored as its name too).
+OP_CREATE = OperationType.CREATE
+OP_UPDATE_BROKER_COUNT = OperationType.UPDATE_BROKER_COUNT
+OP_UPDATE_CONFIG = OperationType.UPDATE_CONFIG
+OP_REBOOT_BROKER = OperationType.REBOOT_BROKER
+OP_HEAL = OperationType.HEAL
+OP_DELETE = OperationType.DELETE
+
+
+def new_operation_id() -> str:
+    return f"op-{uuid.uuid4().hex[:12]}"
 
 
 def choose_voters(broker_ids: Sequence[int]) -> tuple[int, ...]:
@@ -110,6 +137,8 @@ class ClusterRecord:
     """Broker ids of the Raft metadata quorum, fixed when the cluster is created (the 3 lowest
     ids, or just the lowest with fewer than 3 brokers); empty for clusters recorded before
     version 3 until the reconciler records them."""
+    operation_id: str = ""
+    """Id of the operation in progress (the ``operations`` row); empty when none runs."""
 
     @property
     def min_broker_count(self) -> int:
@@ -138,6 +167,8 @@ class BrokerRecord:
     raft_port: int = 0
     """Port of the broker's Raft listener (metadata quorum); reserved with the broker and kept.
     0 for brokers recorded before version 3 until the reconciler allocates one."""
+    reboot_requested: bool = False
+    """RebootBroker asked for a restart of this broker that has not happened yet."""
 
     @property
     def address(self) -> str:
@@ -146,6 +177,24 @@ class BrokerRecord:
     @property
     def raft_address(self) -> str:
         return f"{self.host}:{self.raft_port}"
+
+
+@dataclass(frozen=True)
+class OperationRecord:
+    """One operation in the history (``operations.proto``)."""
+
+    id: str
+    cluster: str
+    cluster_id: str
+    type: OperationType
+    state: OperationState = OperationState.IN_PROGRESS
+    detail: str = ""
+    """What was asked ("3 -> 4 brokers", "broker 1", ...)."""
+    state_message: str = ""
+    """The cluster's last state message while it ran."""
+    error: str = ""
+    started_at: float = 0.0
+    ended_at: float | None = None
 
 
 class Store:
@@ -183,13 +232,22 @@ class Store:
 
     # ------------------------------------------------------------------ clusters
 
-    def insert_cluster(self, cluster: ClusterRecord, brokers: Sequence[BrokerRecord]) -> None:
+    def insert_cluster(
+        self,
+        cluster: ClusterRecord,
+        brokers: Sequence[BrokerRecord],
+        operation: OperationRecord | None = None,
+    ) -> None:
+        """Record a new cluster, its brokers and (``operation``) its CREATE operation."""
         now = time.time()
         with self.transaction() as db:
+            if operation is not None:
+                _insert_operation(db, replace(operation, started_at=now))
             db.execute(
                 "INSERT INTO clusters (name, cluster_id, state, state_message, operation,"
                 " broker_count, config, config_version, created_at, updated_at, s3_endpoint,"
-                " s3_bucket, voters) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " s3_bucket, voters, operation_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cluster.name,
                     cluster.cluster_id,
@@ -204,6 +262,7 @@ class Store:
                     cluster.s3_endpoint,
                     cluster.s3_bucket,
                     _ids(cluster.voters),
+                    operation.id if operation is not None else cluster.operation_id,
                 ),
             )
             self._insert_brokers(db, brokers)
@@ -225,7 +284,7 @@ class Store:
         self.db.execute(
             "UPDATE clusters SET state = ?, state_message = ?, operation = ?, broker_count = ?,"
             " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?,"
-            " voters = ? WHERE name = ?",
+            " voters = ?, operation_id = ? WHERE name = ?",
             (
                 updated.state.value,
                 updated.state_message,
@@ -237,15 +296,101 @@ class Store:
                 updated.s3_endpoint,
                 updated.s3_bucket,
                 _ids(updated.voters),
+                updated.operation_id,
                 name,
             ),
         )
         return updated
 
     def delete_cluster(self, name: str) -> None:
+        """Forget a cluster and its brokers; its operations in progress (its DELETE) complete."""
+        now = time.time()
         with self.transaction() as db:
+            row = db.execute("SELECT cluster_id FROM clusters WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                db.execute(
+                    "UPDATE operations SET state = ?, ended_at = ? WHERE cluster_id = ?"
+                    " AND state = ?",
+                    (
+                        OperationState.COMPLETED.value,
+                        now,
+                        row[0],
+                        OperationState.IN_PROGRESS.value,
+                    ),
+                )
             db.execute("DELETE FROM brokers WHERE cluster = ?", (name,))
             db.execute("DELETE FROM clusters WHERE name = ?", (name,))
+
+    # ------------------------------------------------------------------ operations
+
+    def start_operation(
+        self,
+        name: str,
+        kind: OperationType,
+        detail: str,
+        *,
+        new_brokers: Sequence[BrokerRecord] = (),
+        **changes: Any,
+    ) -> ClusterRecord:
+        """Record a new operation of cluster ``name`` and make it the cluster's operation in
+        progress (with ``new_brokers`` and the other ``changes`` of its columns), in one
+        transaction. An operation still in progress (one a delete interrupts) fails."""
+        current = self.get_cluster(name)
+        if current is None:
+            raise KeyError(name)
+        operation = OperationRecord(
+            id=new_operation_id(),
+            cluster=name,
+            cluster_id=current.cluster_id,
+            type=kind,
+            detail=detail,
+            state_message=str(changes.get("state_message", "")),
+            started_at=time.time(),
+        )
+        with self.transaction() as db:
+            _finish(
+                db,
+                current.cluster_id,
+                OperationState.FAILED,
+                f"interrupted by {kind.value} (operation {operation.id})",
+            )
+            _insert_operation(db, operation)
+            self._insert_brokers(db, new_brokers)
+            return self.update_cluster(
+                name, operation=kind.value, operation_id=operation.id, **changes
+            )
+
+    def finish_operations(self, cluster_id: str, state: OperationState, error: str = "") -> None:
+        """End the operations of a cluster that are in progress (there is one at most)."""
+        with self.transaction() as db:
+            _finish(db, cluster_id, state, error)
+
+    def note_operation(self, operation_id: str, **changes: str) -> None:
+        """Record the progress (``state_message``) or last failure (``error``) of a running
+        operation."""
+        allowed = {"state_message", "error"}
+        if not changes or set(changes) - allowed:
+            raise ValueError(f"cannot update operation columns {sorted(set(changes) - allowed)}")
+        columns = ", ".join(f"{key} = ?" for key in changes)
+        self.db.execute(
+            f"UPDATE operations SET {columns} WHERE id = ? AND state = ?",  # noqa: S608
+            (*changes.values(), operation_id, OperationState.IN_PROGRESS.value),
+        )
+
+    def operation(self, operation_id: str) -> OperationRecord | None:
+        row = self.db.execute("SELECT * FROM operations WHERE id = ?", (operation_id,)).fetchone()
+        return None if row is None else _operation(row)
+
+    def operations(self, cluster: str | None = None) -> list[OperationRecord]:
+        """Operations of one cluster name (deleted clusters of that name included), or all;
+        oldest first."""
+        if cluster is None:
+            rows = self.db.execute("SELECT * FROM operations ORDER BY started_at, id").fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT * FROM operations WHERE cluster = ? ORDER BY started_at, id", (cluster,)
+            ).fetchall()
+        return [_operation(row) for row in rows]
 
     # ------------------------------------------------------------------ brokers
 
@@ -283,7 +428,7 @@ class Store:
         self.update_cluster(cluster, **changes)
 
     def update_broker(self, cluster: str, broker_id: int, **changes: Any) -> None:
-        allowed = {"pid", "config_version", "restarts", "port", "raft_port"}
+        allowed = {"pid", "config_version", "restarts", "port", "raft_port", "reboot_requested"}
         if not changes or set(changes) - allowed:
             raise ValueError(f"cannot update broker columns {sorted(set(changes) - allowed)}")
         columns = ", ".join(f"{key} = ?" for key in changes)
@@ -348,6 +493,7 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
         s3_endpoint=row["s3_endpoint"],
         s3_bucket=row["s3_bucket"],
         voters=tuple(int(v) for v in row["voters"].split(",") if v),
+        operation_id=row["operation_id"],
     )
 
 
@@ -363,7 +509,57 @@ def _broker(row: sqlite3.Row) -> BrokerRecord:
         config_version=row["config_version"],
         restarts=row["restarts"],
         raft_port=row["raft_port"],
+        reboot_requested=bool(row["reboot_requested"]),
     )
+
+
+def _operation(row: sqlite3.Row) -> OperationRecord:
+    return OperationRecord(
+        id=row["id"],
+        cluster=row["cluster"],
+        cluster_id=row["cluster_id"],
+        type=OperationType(row["type"]),
+        state=OperationState(row["state"]),
+        detail=row["detail"],
+        state_message=row["state_message"],
+        error=row["error"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+    )
+
+
+def _insert_operation(db: sqlite3.Connection, op: OperationRecord) -> None:
+    db.execute(
+        "INSERT INTO operations (id, cluster, cluster_id, type, state, detail, state_message,"
+        " error, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            op.id,
+            op.cluster,
+            op.cluster_id,
+            op.type.value,
+            op.state.value,
+            op.detail,
+            op.state_message,
+            op.error,
+            op.started_at,
+            op.ended_at,
+        ),
+    )
+
+
+def _finish(db: sqlite3.Connection, cluster_id: str, state: OperationState, error: str) -> None:
+    """End the cluster's operations in progress: ``state``, now; ``error`` when given."""
+    if error:
+        db.execute(
+            "UPDATE operations SET state = ?, ended_at = ?, error = ? WHERE cluster_id = ?"
+            " AND state = ?",
+            (state.value, time.time(), error, cluster_id, OperationState.IN_PROGRESS.value),
+        )
+    else:
+        db.execute(
+            "UPDATE operations SET state = ?, ended_at = ? WHERE cluster_id = ? AND state = ?",
+            (state.value, time.time(), cluster_id, OperationState.IN_PROGRESS.value),
+        )
 
 
 def _ids(ids: Sequence[int]) -> str:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,6 +47,8 @@ from wire.errors import InvalidConfig as BrokerInvalidConfig
 
 T = TypeVar("T")
 
+SETTLE_POLL = 0.05
+"""Seconds between two looks at a topic a change has not reached yet."""
 DESCRIBE_REMOTE_LOG_NAMES = 100
 """Up to this many topics are named in a DescribeRemoteLog request; more ask for all."""
 
@@ -85,6 +88,9 @@ class TopicStorage:
 
     hot_bytes: int = 0
     """Local segment files (``*.log``) of the topic on every broker: all replicas."""
+    replica_hot: dict[int, dict[int, int]] = field(default_factory=dict)
+    """Per partition, the bytes of those files on each broker that has any (broker id ->
+    bytes)."""
     partitions: dict[int, PartitionStorage] = field(default_factory=dict)
     """The tiered tier per partition (partitions with nothing remote may be absent)."""
 
@@ -183,11 +189,17 @@ def validate_topic_config(
 
 class TopicOps:
     def __init__(
-        self, store_: Store, timeout: float, object_store: ObjectStoreManager | None = None
+        self,
+        store_: Store,
+        timeout: float,
+        object_store: ObjectStoreManager | None = None,
+        default_replication_factor: int = 3,
     ) -> None:
         self.store = store_
         self.timeout = timeout
         self.object_store = object_store
+        self.default_replication_factor = default_replication_factor
+        """``topic.default.replication.factor``: capped by the cluster's broker count."""
 
     def _cluster(self, name: str, *, change: bool) -> tuple[ClusterRecord, list[BrokerRecord]]:
         cluster = self.store.get_cluster(name)
@@ -206,6 +218,28 @@ class TopicOps:
         if cluster.state in (ClusterState.CREATING, ClusterState.DELETING):
             raise errors.ClusterNotReady(f"cluster {name!r} is {cluster.state}", cluster=name)
         return cluster, self.store.brokers(name)
+
+    def topic_defaults(
+        self,
+        cluster: ClusterRecord,
+        brokers: int,
+        replication_factor: int | None,
+        config: dict[str, str],
+    ) -> tuple[int, dict[str, str]]:
+        """The replication factor (-1: the brokers' default.replication.factor) and topic
+        config a new topic gets: as MSK, min(3, brokers) replicas and, with 3 replicas,
+        min.insync.replicas=2 (RF-1), unless the request or the cluster's config says."""
+        if replication_factor is None:
+            if "default.replication.factor" in cluster.config:
+                return -1, config
+            replication_factor = min(self.default_replication_factor, brokers)
+        if (
+            replication_factor == 3
+            and "min.insync.replicas" not in config
+            and "min.insync.replicas" not in cluster.config
+        ):
+            config = {**config, "min.insync.replicas": str(replication_factor - 1)}
+        return replication_factor, config
 
     async def _on_any(
         self,
@@ -250,21 +284,47 @@ class TopicOps:
             )
         if replication_factor is not None and not 1 <= replication_factor <= len(brokers):
             raise errors.BadRequest(
-                f"invalid replication factor {replication_factor}: cluster {cluster_name!r} "
-                f"has {len(brokers)} broker(s)",
+                f"replication factor {replication_factor} is not possible in cluster "
+                f"{cluster_name!r}: each replica of a partition lives on its own broker, and "
+                f"the cluster has {len(brokers)}, so give 1 to {len(brokers)}"
+                + (
+                    " (or add brokers with `update-broker-count`)" if replication_factor > 1 else ""
+                ),
                 cluster=cluster_name,
                 topic=name,
             )
         validate_topic_config(config, cluster=cluster_name, topic=name)
+        factor, config = self.topic_defaults(cluster, len(brokers), replication_factor, config)
         await self._on_any(
             brokers,
             "create topic",
-            lambda a: a.create_topic(name, partitions or -1, replication_factor or -1, config),
+            lambda a: a.create_topic(name, partitions or -1, factor, config),
             cluster_name,
             name,
             read_only=False,
         )
-        return await self.describe_topic(cluster.name, name)
+        return await self._describe_when(
+            cluster.name,
+            name,
+            lambda v: (
+                bool(v.meta.partitions)
+                and (partitions is None or len(v.meta.partitions) == partitions)
+                and set(config) <= set(v.config)
+            ),
+        )
+
+    async def _describe_when(
+        self, cluster_name: str, name: str, applied: Callable[[TopicView], bool]
+    ) -> TopicView:
+        """The topic once a change shows (``applied``): a change is committed by the active
+        controller before it answers, but the broker asked next may apply it a moment later.
+        After ``kafka.request.timeout.ms`` the topic as it is."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            view = await self.describe_topic(cluster_name, name)
+            if applied(view) or time.monotonic() > deadline:
+                return view
+            await asyncio.sleep(SETTLE_POLL)
 
     async def list_topics(self, cluster_name: str, include_internal: bool) -> list[TopicView]:
         _, brokers = self._cluster(cluster_name, change=False)
@@ -305,9 +365,9 @@ class TopicOps:
         metadata read after, and every byte is counted in one tier or both."""
         if not topics:
             return {}
-        data_dirs = [Path(b.data_dir) for b in brokers]
+        data_dirs = {b.broker_id: Path(b.data_dir) for b in brokers}
         counts = {t.name: len(t.partitions) for t in topics}
-        hot = await asyncio.to_thread(hot_bytes, data_dirs, counts)
+        hot = await asyncio.to_thread(replica_hot_bytes, data_dirs, counts)
         names = [t.name for t in topics]
         asked = names if len(names) <= DESCRIBE_REMOTE_LOG_NAMES else None
         remote = await self._on_any(
@@ -319,7 +379,11 @@ class TopicOps:
             read_only=True,
         )
         return {
-            t.name: TopicStorage(hot_bytes=hot[t.name], partitions=tiered_storage(remote, t.name))
+            t.name: TopicStorage(
+                hot_bytes=sum(n for p in hot[t.name].values() for n in p.values()),
+                replica_hot=hot[t.name],
+                partitions=tiered_storage(remote, t.name),
+            )
             for t in topics
         }
 
@@ -386,6 +450,30 @@ class TopicOps:
             read_only=False,
         )
 
+    async def add_partitions(self, cluster_name: str, name: str, total: int) -> TopicView:
+        """Raise the partition count to ``total`` (CreatePartitions; the broker places them)."""
+        _, brokers = self._cluster(cluster_name, change=True)
+        current = await self.describe_topic(cluster_name, name)
+        count = len(current.meta.partitions)
+        if total <= count:
+            raise errors.BadRequest(
+                f"topic {name!r} has {count} partition(s); --total must be more than that "
+                "(Kafka never removes partitions)",
+                cluster=cluster_name,
+                topic=name,
+            )
+        await self._on_any(
+            brokers,
+            "create partitions",
+            lambda a: a.create_partitions(name, total),
+            cluster_name,
+            name,
+            read_only=False,
+        )
+        return await self._describe_when(
+            cluster_name, name, lambda v: len(v.meta.partitions) == total
+        )
+
     async def alter_topic_config(
         self, cluster_name: str, name: str, config: dict[str, str], remove: list[str]
     ) -> TopicView:
@@ -399,20 +487,46 @@ class TopicOps:
             name,
             read_only=False,
         )
-        return await self.describe_topic(cluster_name, name)
+        return await self._describe_when(
+            cluster_name,
+            name,
+            lambda v: (
+                all(same(v.config.get(k), val) for k, val in config.items())
+                and not set(remove) & set(v.config)
+            ),
+        )
+
+
+def same(shown: str | None, given: str) -> bool:
+    """A setting shows the value given (as the broker renders it: trimmed, any case)."""
+    return shown is not None and shown.strip().lower() == given.strip().lower()
+
+
+def replica_hot_bytes(
+    data_dirs: Mapping[int, Path], topics: dict[str, int]
+) -> dict[str, dict[int, dict[int, int]]]:
+    """Bytes of the local segment files (``DATA_DIR/TOPIC-PARTITION/*.log``) of each topic
+    (name -> partition count), per partition and broker (id -> data directory) holding any."""
+    out: dict[str, dict[int, dict[int, int]]] = {t: {} for t in topics}
+    for broker_id, data_dir in data_dirs.items():
+        for topic, partitions in topics.items():
+            for p in range(partitions):
+                directory = data_dir / f"{topic}-{p}"
+                if not directory.is_dir():
+                    continue  # no replica here
+                size = 0
+                for f in directory.glob("*.log"):
+                    with contextlib.suppress(OSError):  # a segment just deleted
+                        size += f.stat().st_size
+                out[topic].setdefault(p, {})[broker_id] = size
+    return out
 
 
 def hot_bytes(data_dirs: Sequence[Path], topics: dict[str, int]) -> dict[str, int]:
-    """Bytes of the local segment files (``DATA_DIR/TOPIC-PARTITION/*.log``) of each topic
-    (name -> partition count) over every broker's data directory: all replicas count."""
-    totals = dict.fromkeys(topics, 0)
-    for data_dir in data_dirs:
-        for topic, partitions in topics.items():
-            for p in range(partitions):
-                with contextlib.suppress(OSError):  # no replica here, or a segment just deleted
-                    for f in (data_dir / f"{topic}-{p}").glob("*.log"):
-                        totals[topic] += f.stat().st_size
-    return totals
+    """Bytes of the local segment files of each topic over every broker's data directory:
+    all replicas count."""
+    found = replica_hot_bytes(dict(enumerate(data_dirs)), topics)
+    return {t: sum(n for p in found[t].values() for n in p.values()) for t in topics}
 
 
 def tiered_storage(remote: dict[str, Any], topic: str) -> dict[int, PartitionStorage]:

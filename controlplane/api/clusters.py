@@ -33,8 +33,10 @@ class ClustersService(pb_grpc.ClustersServicer):
             bootstrap_brokers=bootstrap(brokers),
             config=cluster.config,
             operation=cluster.operation,
+            operation_id=cluster.operation_id,
             created_at=timestamp(cluster.created_at),
             updated_at=timestamp(cluster.updated_at),
+            log_dir=str(self.manager.cluster_log_dir(cluster)),
         )
         for record in brokers:
             runtime = self.manager.runtime(cluster.name, record.broker_id)
@@ -53,6 +55,7 @@ class ClustersService(pb_grpc.ClustersServicer):
                     pid=pid,
                     data_dir=record.data_dir,
                     restarts=record.restarts,
+                    log_path=record.log_path,
                 )
             )
         objects = self.manager.object_store
@@ -101,7 +104,9 @@ class ClustersService(pb_grpc.ClustersServicer):
     async def UpdateBrokerCount(
         self, request: pb.UpdateBrokerCountRequest, context: grpc.aio.ServicerContext
     ) -> pb.Cluster:
-        cluster = self.frontend.update_broker_count(request.name, request.broker_count)
+        cluster = self.frontend.update_broker_count(
+            request.name, request.broker_count, dict(request.config)
+        )
         return self.to_pb(cluster)
 
     @rpc
@@ -122,3 +127,9 @@ class ClustersService(pb_grpc.ClustersServicer):
         return pb.GetBootstrapBrokersResponse(
             bootstrap_brokers=bootstrap(brokers), addresses=[b.address for b in brokers]
         )
+
+    @rpc
+    async def RebootBroker(
+        self, request: pb.RebootBrokerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        return self.to_pb(self.frontend.reboot_broker(request.name, request.broker_id))

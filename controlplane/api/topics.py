@@ -24,15 +24,29 @@ def to_pb(view: TopicView) -> pb.Topic:
         config=view.config,
         effective_config=view.effective_config,
         partition_details=[
-            partition_pb(p, storage.partition(p.partition)) for p in meta.partitions
+            partition_pb(p, storage.partition(p.partition), storage.replica_hot.get(p.partition))
+            for p in meta.partitions
         ],
         hot_bytes=storage.hot_bytes,
         tiered_bytes=storage.tiered_bytes,
         tiered_segments=storage.tiered_segments,
+        hot_bytes_per_replica=sum(
+            one_copy(p, storage.replica_hot.get(p.partition) or {}) for p in meta.partitions
+        ),
     )
 
 
-def partition_pb(p: PartitionInfo, remote: PartitionStorage) -> pb.Partition:
+def one_copy(p: PartitionInfo, hot: dict[int, int]) -> int:
+    """The hot bytes of one copy of a partition: its leader's replica, else the largest."""
+    if p.leader in hot:
+        return hot[p.leader]
+    return max(hot.values(), default=0)
+
+
+def partition_pb(
+    p: PartitionInfo, remote: PartitionStorage, hot: dict[int, int] | None = None
+) -> pb.Partition:
+    replica_hot = dict.fromkeys(p.replicas, 0) | (hot or {})
     out = pb.Partition(
         partition=p.partition,
         leader=p.leader,
@@ -40,6 +54,8 @@ def partition_pb(p: PartitionInfo, remote: PartitionStorage) -> pb.Partition:
         isr=p.isr,
         tiered_bytes=remote.tiered_bytes,
         tiered_segments=remote.tiered_segments,
+        replica_hot_bytes=replica_hot,
+        hot_bytes=sum(replica_hot.values()),
     )
     if remote.remote_log_start_offset >= 0:
         out.remote_log_start_offset = remote.remote_log_start_offset
@@ -91,6 +107,12 @@ class TopicsService(pb_grpc.TopicsServicer):
             request.cluster, request.name, dict(request.config), list(request.remove)
         )
         return to_pb(view)
+
+    @rpc
+    async def AddPartitions(
+        self, request: pb.AddPartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Topic:
+        return to_pb(await self.ops.add_partitions(request.cluster, request.name, request.total))
 
     @rpc
     async def FindOrphans(

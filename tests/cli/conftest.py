@@ -33,8 +33,15 @@ class Cloud:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
         return {**env, "SLUICE_HOME": str(self.home), "SLUICE_ENDPOINT": self.endpoint}
 
+    def command(self, *args: str) -> list[str]:
+        return [CLOUDCTL, *args]
+
     def run(
-        self, *args: str, stdin: str = "", timeout: float = 120
+        self,
+        *args: str,
+        stdin: str = "",
+        timeout: float = 120,
+        env_extra: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """The console script, as a user runs it."""
         return subprocess.run(
@@ -42,7 +49,7 @@ class Cloud:
             input=stdin,
             capture_output=True,
             text=True,
-            env=self.environ,
+            env={**self.environ, **(env_extra or {})},
             cwd=REPO,
             timeout=timeout,
             check=False,
@@ -58,6 +65,21 @@ class Cloud:
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     with running_cloud(tmp_path_factory.mktemp("cloudctl-home")) as running:
+        yield running
+
+
+SHARED_CLUSTER = "shared"
+"""The 3-broker cluster of :func:`shared_cloud`."""
+
+
+@pytest.fixture(scope="session")
+def shared_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    """One control plane and one 3-broker cluster (``shared``) for every module that only
+    needs a cluster to work in (test_formats, test_groups): started once per session. Each
+    module uses its own topics and groups."""
+    with running_cloud(tmp_path_factory.mktemp("cloudctl-shared")) as running:
+        made = running.run("create-cluster", SHARED_CLUSTER, "--brokers", "3", "--wait")
+        assert made.returncode == 0, made.stderr
         yield running
 
 

@@ -191,6 +191,9 @@ def test_delete_cluster_twice(cloud: Cloud) -> None:
     assert first.returncode == 0, first.stderr
     assert "deleted" in first.stdout
     again = cloud.run("delete-cluster", "clidemo")
-    assert again.returncode == 0
-    assert "nothing to delete" in again.stderr
+    assert again.returncode == 1, "a missing resource is an error"
+    assert "not found" in one_error_line(again.stderr)
+    idempotent = cloud.run("delete-cluster", "clidemo", "--if-exists")
+    assert idempotent.returncode == 0
+    assert "nothing to delete" in idempotent.stderr
     assert json.loads(cloud.invoke("list-clusters", "-o", "json").stdout) == {"clusters": []}

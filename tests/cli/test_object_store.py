@@ -144,7 +144,7 @@ def test_a_dead_object_store_and_a_missing_topic_read_as_before(tmp_path: Path) 
         topic = cloud.invoke("describe-topic", "--cluster", "dead", "nope")
         assert one_error_line(topic.stderr) == (
             "cloudctl: error: topic 'nope' not found in cluster 'dead' (list topics with "
-            "`cloudctl list-topics --cluster CLUSTER`)"
+            "`cloudctl list-topics --cluster dead`)"
         )
         cluster = cloud.invoke("describe-cluster", "nope")
         assert one_error_line(cluster.stderr) == (

@@ -39,8 +39,10 @@ CLUSTER_KEYS = {
     "object_store",
     "created_at",
     "updated_at",
+    "log_dir",
+    "operation_id",
 }
-BROKER_KEYS = {"id", "host", "port", "address", "state", "pid", "restarts", "data_dir"}
+BROKER_KEYS = {"id", "host", "port", "address", "state", "pid", "restarts", "data_dir", "log_path"}
 
 
 def test_cluster_json_is_stable_even_for_empty_values() -> None:
@@ -89,6 +91,8 @@ def test_topic_shows_leader_replicas_and_isr_per_partition() -> None:
         "remote_log_start_offset": -1,
         "tiered_bytes": 0,
         "tiered_segments": 0,
+        "hot_bytes": 0,
+        "replica_hot_bytes": {},
     }
     assert [(p["under_replicated"], p["offline"]) for p in out["partition_details"]] == [
         (False, False),
@@ -101,10 +105,10 @@ def test_topic_shows_leader_replicas_and_isr_per_partition() -> None:
         "partition 1, partition 2"
     )
     assert lines[-4:] == [
-        "PARTITION  LEADER  REPLICAS  ISR",
-        "0          0       0,1,2     0,1,2",
-        "1          2       1,2,0     2,0",
-        "2          none    2,0,1",
+        "PARTITION  LEADER  REPLICAS  ISR    HOT PER REPLICA",
+        "0          0       0,1,2     0,1,2  0:0 B 1:0 B 2:0 B",
+        "1          2       1,2,0     2,0    1:0 B 2:0 B 0:0 B",
+        "2          none    2,0,1            2:0 B 0:0 B 1:0 B",
     ]
 
 
@@ -115,6 +119,7 @@ def test_topic_storage_in_json_and_tables() -> None:
         partitions=2,
         replication_factor=1,
         hot_bytes=3 << 20,
+        hot_bytes_per_replica=3 << 20,
         tiered_bytes=40_000,
         tiered_segments=2,
         partition_details=[
@@ -126,8 +131,17 @@ def test_topic_storage_in_json_and_tables() -> None:
                 remote_log_start_offset=120,
                 tiered_bytes=40_000,
                 tiered_segments=2,
+                hot_bytes=2 << 20,
+                replica_hot_bytes={0: 2 << 20},
             ),
-            tpb.Partition(partition=1, leader=0, replicas=[0], isr=[0]),
+            tpb.Partition(
+                partition=1,
+                leader=0,
+                replicas=[0],
+                isr=[0],
+                hot_bytes=1 << 20,
+                replica_hot_bytes={0: 1 << 20},
+            ),
         ],
     )
     listed = topic_json(topic, detail=False)
@@ -144,13 +158,15 @@ def test_topic_storage_in_json_and_tables() -> None:
     lines = topic_table(topic).splitlines()
     assert "storage:" in lines[6]
     assert lines[6].endswith(
-        "3.0 MiB hot (local, all replicas), 39.1 KiB tiered (2 segments in the object store)"
+        "3.0 MiB hot per replica, 3.0 MiB on all 1 replicas (local disk), 39.1 KiB tiered "
+        "(2 segments in the object store)"
     )
     assert lines[-3:] == [
-        "PARTITION  LEADER  REPLICAS  ISR  REMOTE START  TIERED",
-        "0          0       0         0    120           39.1 KiB in 2 segments",
-        "1          0       0         0    -             -",
+        "PARTITION  LEADER  REPLICAS  ISR  HOT PER REPLICA  REMOTE START  TIERED",
+        "0          0       0         0    0:2.0 MiB        120           39.1 KiB in 2 segments",
+        "1          0       0         0    0:1.0 MiB        -             -",
     ]
+    assert detail["partition_details"][0]["replica_hot_bytes"] == {"0": 2 << 20}
     assert topics_table([topic]).splitlines()[1].endswith("3.0 MiB  39.1 KiB")
 
 
@@ -233,8 +249,8 @@ UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
             grpc.StatusCode.UNAUTHENTICATED,
             epb.TOKEN_INVALID,
             "bad token",
-            "cloudctl: error: the control plane refused the API token (use the SLUICE_HOME "
-            "that `cloudctl up` used (token read from /h/token))",
+            "cloudctl: error: the control plane refused the API token from /h/token (use the "
+            "SLUICE_HOME that `cloudctl up` used, or set SLUICE_TOKEN)",
         ),
         (
             grpc.StatusCode.NOT_FOUND,

@@ -11,6 +11,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from controlplane.kafka import Admin
 from controlplane.objectstore import EMBEDDED_CREDENTIALS
 from tests.cli.conftest import Cloud
 from tests.controlplane.harness import wait_until
@@ -25,8 +28,6 @@ VALUE = b"v" * 200
 
 
 def produce(bootstrap: str) -> None:
-    from confluent_kafka import Producer
-
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4000})
     for i in range(RECORDS):
         producer.produce(TOPIC, key=b"%d" % i, value=VALUE)
@@ -35,8 +36,6 @@ def produce(bootstrap: str) -> None:
 
 
 def offsets_from_zero(bootstrap: str) -> list[int]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"c{time.monotonic_ns()}"})
     offsets: list[int] = []
     try:
@@ -55,8 +54,6 @@ def offsets_from_zero(bootstrap: str) -> list[int]:
 def describe_remote_log(bootstrap: str) -> dict[str, Any]:
     """Sluice's DescribeRemoteLog, asked of the broker directly (not through the control
     plane)."""
-    from controlplane.kafka import Admin
-
     host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
     return asyncio.run(Admin(host, int(port), 10).describe_remote_log([TOPIC]))
 
@@ -151,7 +148,7 @@ def test_tiered_bytes_and_orphans(cloud: Cloud) -> None:
     assert entry["hot_bytes"] > 0
     table = cloud.invoke("describe-topic", "--cluster", CLUSTER, TOPIC).stdout
     storage = next(line for line in table.splitlines() if line.startswith("storage:"))
-    assert "hot (local, all replicas)" in storage
+    assert "hot per replica" in storage
     assert f"tiered ({topic['tiered_segments']} segments in the object store)" in storage
     assert "REMOTE START" in table
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from controlplane.config import (
@@ -12,6 +14,8 @@ from controlplane.config import (
     validate_config_keys,
 )
 from controlplane.errors import InvalidBrokerCount, InvalidConfig, InvalidName
+from controlplane.frontend import new_cluster_id
+from controlplane.objectstore import bucket_name
 
 
 @pytest.mark.parametrize("name", ["a", "demo", "Demo-1", "1st-cluster", "a" * 64, "x-y-z"])
@@ -82,11 +86,6 @@ def test_settings_from_properties() -> None:
 
 @pytest.mark.parametrize("name", ["demo", "A", "Upper-Case-9", "x" * 64, "a-" * 32])
 def test_bucket_names_are_valid_s3_names(name: str) -> None:
-    import re
-
-    from controlplane.frontend import new_cluster_id
-    from controlplane.objectstore import bucket_name
-
     first, second = bucket_name(name, new_cluster_id()), bucket_name(name, new_cluster_id())
     for bucket in (first, second):
         assert 3 <= len(bucket) <= 63, bucket

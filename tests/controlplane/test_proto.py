@@ -13,7 +13,9 @@ def test_generated_code_is_fresh() -> None:
     assert generate.main(["--check"]) == 0, "run `python -m proto.generate` and commit the result"
 
 
-@pytest.mark.parametrize("module", ["clusters", "topics", "controlplane", "errors"])
+@pytest.mark.parametrize(
+    "module", ["clusters", "topics", "controlplane", "errors", "groups", "operations", "logs"]
+)
 def test_stubs_import(module: str) -> None:
     importlib.import_module(f"proto.sluice.v1.{module}_pb2")
     importlib.import_module(f"proto.sluice.v1.{module}_pb2_grpc")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka import Consumer, Producer
 from kio.schema.metadata.v12 import request as metadata_v12
 
 from controlplane.kafka import Admin, KafkaConnection, KafkaResponseError, TopicMetadata
@@ -135,8 +136,6 @@ def test_three_brokers_share_metadata_and_replicate(plane: ControlPlaneProcess) 
 
 @pytest.mark.slow
 def test_scale_out_then_in_keeps_every_record(plane: ControlPlaneProcess) -> None:
-    from confluent_kafka import Consumer, Producer
-
     md = plane.metadata
     plane.create("shrink", brokers=3)
     plane.clusters.UpdateBrokerCount(

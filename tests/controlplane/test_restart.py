@@ -6,13 +6,12 @@ import os
 import signal
 from pathlib import Path
 
+from controlplane.process import scan_brokers
 from proto.sluice.v1 import clusters_pb2 as cpb
 from tests.controlplane.harness import ControlPlaneProcess, kill_everything_under, wait_until
 
 
 def broker_processes(home: Path) -> dict[str, list[int]]:
-    from controlplane.process import scan_brokers
-
     return scan_brokers(home / "clusters")
 
 

@@ -11,7 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from controlplane import reconciler as rec
-from controlplane import store
+from controlplane import scaling, store
 from controlplane.config import Settings
 from controlplane.kafka import KafkaResponseError, PartitionInfo, Reassignment, TopicMetadata
 from controlplane.reconciler import BrokerRuntime, ClusterManager, ClusterReconciler
@@ -128,7 +128,7 @@ def simulate(monkeypatch: pytest.MonkeyPatch, cluster: SimulatedCluster) -> list
         asked.append([b.broker_id for b in brokers])
         return await call(cluster)
 
-    monkeypatch.setattr(rec, "on_any", on_any)
+    monkeypatch.setattr(scaling, "on_any", on_any)
     return asked
 
 

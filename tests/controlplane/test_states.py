@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.states import BrokerState, ClusterState
+from controlplane.states import BrokerState, ClusterState, OperationState, OperationType
 from proto.sluice.v1 import clusters_pb2 as pb
+from proto.sluice.v1 import operations_pb2 as opb
 from tests.conftest import REPO
 
 
@@ -73,3 +74,20 @@ def test_no_enum_name_is_built_from_a_string() -> None:
                 ):
                     offenders.append(f"{Path(path).relative_to(REPO)}:{node.lineno}")
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "enum", "prefix"),
+    [
+        (OperationType, opb.OperationType, "OPERATION_TYPE_"),
+        (OperationState, opb.OperationState, "OPERATION_STATE_"),
+    ],
+)
+def test_operation_types_and_states_round_trip(kind: type, enum: object, prefix: str) -> None:
+    values = [v for v in enum.values() if v != 0]  # type: ignore[attr-defined]
+    assert sorted(member.to_proto() for member in kind) == sorted(values)  # type: ignore[attr-defined]
+    for value in values:
+        member = kind.from_proto(value)  # type: ignore[attr-defined]
+        assert enum.Name(value) == prefix + member.value  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="no operation"):
+        kind.from_proto(0)  # type: ignore[attr-defined]

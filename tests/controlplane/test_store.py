@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from controlplane import store
-from controlplane.states import ClusterState
+from controlplane.states import ClusterState, OperationState, OperationType
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 
 
@@ -195,3 +195,69 @@ def test_states_are_stored_as_their_names(tmp_path: Path, state: ClusterState) -
     got = db.get_cluster("demo")
     assert got is not None
     assert got.state is state
+
+
+def test_operations_are_recorded_ended_and_kept(tmp_path: Path) -> None:
+    db = Store(tmp_path / "state.db")
+    create = store.OperationRecord(
+        id=store.new_operation_id(),
+        cluster="demo",
+        cluster_id="id-demo",
+        type=OperationType.CREATE,
+        detail="2 broker(s)",
+    )
+    db.insert_cluster(replace(cluster(), operation_id=create.id), [broker("demo", 0, 9001)], create)
+    (first,) = db.operations("demo")
+    assert (first.id, first.state, first.ended_at) == (create.id, OperationState.IN_PROGRESS, None)
+    assert first.started_at > 0
+    db.note_operation(create.id, state_message="starting 2 broker(s)", error="broker 0 exited")
+    db.finish_operations("id-demo", OperationState.COMPLETED)
+    done = db.operation(create.id)
+    assert done is not None
+    assert (done.state, done.state_message, done.error) == (
+        OperationState.COMPLETED,
+        "starting 2 broker(s)",
+        "broker 0 exited",
+    )
+    assert done.ended_at is not None
+    db.note_operation(create.id, state_message="late")  # an ended operation does not change
+    assert db.operation(create.id) == done
+
+    new = [broker("demo", 1, 9002)]
+    scaled = db.start_operation(
+        "demo", OperationType.UPDATE_BROKER_COUNT, "1 -> 2 brokers", new_brokers=new
+    )
+    assert scaled.operation == "UPDATE_BROKER_COUNT"
+    assert [b.broker_id for b in db.brokers("demo")] == [0, 1], "in the same transaction"
+    deleting = db.start_operation("demo", OperationType.DELETE, "")
+    interrupted = db.operation(scaled.operation_id)
+    assert interrupted is not None
+    assert interrupted.state == OperationState.FAILED
+    assert interrupted.error == f"interrupted by DELETE (operation {deleting.operation_id})"
+    db.delete_cluster("demo")
+    ops = db.operations("demo")
+    assert [(o.type, o.state) for o in ops] == [
+        (OperationType.CREATE, OperationState.COMPLETED),
+        (OperationType.UPDATE_BROKER_COUNT, OperationState.FAILED),
+        (OperationType.DELETE, OperationState.COMPLETED),
+    ], "kept after the cluster is gone; the delete completes with it"
+    assert db.operations() == ops
+    assert db.operations("other") == []
+
+
+def test_a_version_3_state_db_gains_the_operations(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    Store(path).close()
+    old = sqlite3.connect(path)
+    old.executescript(
+        "DROP TABLE operations; ALTER TABLE clusters DROP COLUMN operation_id;"
+        " ALTER TABLE brokers DROP COLUMN reboot_requested; PRAGMA user_version=3;"
+    )
+    old.close()
+    db = Store(path)
+    db.insert_cluster(cluster(), [broker("demo", 0, 9001)])
+    assert db.broker("demo", 0).reboot_requested is False
+    db.update_broker("demo", 0, reboot_requested=1)
+    assert db.broker("demo", 0).reboot_requested is True
+    assert db.operations() == []
+    assert db.db.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION

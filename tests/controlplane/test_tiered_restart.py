@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
 from proto.sluice.v1 import topics_pb2 as tpb
 from tests.conftest import unique
 from tests.controlplane.harness import (
@@ -26,8 +28,6 @@ FAST = {
 
 
 def produce(bootstrap: str, topic: str) -> None:
-    from confluent_kafka import Producer
-
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 4000, "acks": "all"}
     )
@@ -38,8 +38,6 @@ def produce(bootstrap: str, topic: str) -> None:
 
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": unique("r"), "enable.auto.commit": False}
     )

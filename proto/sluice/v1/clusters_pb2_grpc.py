@@ -69,6 +69,11 @@ class ClustersStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersResponse.FromString,
                 _registered_method=True)
+        self.RebootBroker = channel.unary_unary(
+                '/sluice.v1.Clusters/RebootBroker',
+                request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.RebootBrokerRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
+                _registered_method=True)
 
 
 class ClustersServicer(object):
@@ -122,6 +127,16 @@ class ClustersServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RebootBroker(self, request, context):
+        """Restarts one broker, rolling-safe (as MSK's RebootBroker): the cluster turns UPDATING
+        (operation REBOOT_BROKER) and ACTIVE again once the broker answers and the ISR of every
+        partition is full again. The broker stops with a controlled shutdown (its leaderships
+        move first). BROKER_NOT_FOUND for an id the cluster does not have.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClustersServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -159,6 +174,11 @@ def add_ClustersServicer_to_server(servicer, server):
                     servicer.GetBootstrapBrokers,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersResponse.SerializeToString,
+            ),
+            'RebootBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebootBroker,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.RebootBrokerRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -350,6 +370,33 @@ class Clusters(object):
             '/sluice.v1.Clusters/GetBootstrapBrokers',
             proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebootBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.Clusters/RebootBroker',
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.RebootBrokerRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
             options,
             channel_credentials,
             insecure,

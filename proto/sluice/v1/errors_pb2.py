@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cproto/sluice/v1/errors.proto\x12\tsluice.v1*\xd1\x03\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43ONTROL_PLANE_UNAVAILABLE\x10\x01\x12\x11\n\rTOKEN_INVALID\x10\x02\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\x10\n\x0cINVALID_NAME\x10\x04\x12\x18\n\x14INVALID_BROKER_COUNT\x10\x05\x12\x12\n\x0eINVALID_CONFIG\x10\x06\x12\x1a\n\x16\x43LUSTER_ALREADY_EXISTS\x10\x07\x12\x18\n\x14TOPIC_ALREADY_EXISTS\x10\x08\x12\x15\n\x11\x43LUSTER_NOT_FOUND\x10\t\x12\x13\n\x0fTOPIC_NOT_FOUND\x10\n\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\x0b\x12\x19\n\x15OPERATION_IN_PROGRESS\x10\x0c\x12\x15\n\x11\x43LUSTER_NOT_READY\x10\r\x12\x1a\n\x16SCALE_IN_NOT_SUPPORTED\x10\x0e\x12\x16\n\x12\x42ROKER_UNAVAILABLE\x10\x0f\x12\x1c\n\x18OBJECT_STORE_UNAVAILABLE\x10\x10\x12\x0f\n\x0bKAFKA_ERROR\x10\x11\x12\x0c\n\x08INTERNAL\x10\x12\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cproto/sluice/v1/errors.proto\x12\tsluice.v1*\xaa\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43ONTROL_PLANE_UNAVAILABLE\x10\x01\x12\x11\n\rTOKEN_INVALID\x10\x02\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\x10\n\x0cINVALID_NAME\x10\x04\x12\x18\n\x14INVALID_BROKER_COUNT\x10\x05\x12\x12\n\x0eINVALID_CONFIG\x10\x06\x12\x1a\n\x16\x43LUSTER_ALREADY_EXISTS\x10\x07\x12\x18\n\x14TOPIC_ALREADY_EXISTS\x10\x08\x12\x15\n\x11\x43LUSTER_NOT_FOUND\x10\t\x12\x13\n\x0fTOPIC_NOT_FOUND\x10\n\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\x0b\x12\x19\n\x15OPERATION_IN_PROGRESS\x10\x0c\x12\x15\n\x11\x43LUSTER_NOT_READY\x10\r\x12\x1a\n\x16SCALE_IN_NOT_SUPPORTED\x10\x0e\x12\x16\n\x12\x42ROKER_UNAVAILABLE\x10\x0f\x12\x1c\n\x18OBJECT_STORE_UNAVAILABLE\x10\x10\x12\x0f\n\x0bKAFKA_ERROR\x10\x11\x12\x0c\n\x08INTERNAL\x10\x12\x12\x13\n\x0fGROUP_NOT_FOUND\x10\x13\x12\x13\n\x0fGROUP_NOT_EMPTY\x10\x14\x12\x14\n\x10\x42ROKER_NOT_FOUND\x10\x15\x12\x17\n\x13OPERATION_NOT_FOUND\x10\x16\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,5 +32,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.sluice.v1.errors_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ERRORREASON']._serialized_start=44
-  _globals['_ERRORREASON']._serialized_end=509
+  _globals['_ERRORREASON']._serialized_end=598
 # @@protoc_insertion_point(module_scope)

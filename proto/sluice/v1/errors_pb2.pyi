@@ -25,6 +25,10 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OBJECT_STORE_UNAVAILABLE: _ClassVar[ErrorReason]
     KAFKA_ERROR: _ClassVar[ErrorReason]
     INTERNAL: _ClassVar[ErrorReason]
+    GROUP_NOT_FOUND: _ClassVar[ErrorReason]
+    GROUP_NOT_EMPTY: _ClassVar[ErrorReason]
+    BROKER_NOT_FOUND: _ClassVar[ErrorReason]
+    OPERATION_NOT_FOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 CONTROL_PLANE_UNAVAILABLE: ErrorReason
 TOKEN_INVALID: ErrorReason
@@ -44,3 +48,7 @@ BROKER_UNAVAILABLE: ErrorReason
 OBJECT_STORE_UNAVAILABLE: ErrorReason
 KAFKA_ERROR: ErrorReason
 INTERNAL: ErrorReason
+GROUP_NOT_FOUND: ErrorReason
+GROUP_NOT_EMPTY: ErrorReason
+BROKER_NOT_FOUND: ErrorReason
+OPERATION_NOT_FOUND: ErrorReason

@@ -25,13 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cproto/sluice/v1/topics.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\x01\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12$\n\x17remote_log_start_offset\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0ctiered_bytes\x18\x06 \x01(\x03\x12\x17\n\x0ftiered_segments\x18\x07 \x01(\x05\x42\x1a\n\x18_remote_log_start_offset\"\xc3\x03\n\x05Topic\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08topic_id\x18\x03 \x01(\t\x12\x12\n\npartitions\x18\x04 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x05 \x01(\x05\x12\x10\n\x08internal\x18\x06 \x01(\x08\x12,\n\x06\x63onfig\x18\x07 \x03(\x0b\x32\x1c.sluice.v1.Topic.ConfigEntry\x12?\n\x10\x65\x66\x66\x65\x63tive_config\x18\x08 \x03(\x0b\x32%.sluice.v1.Topic.EffectiveConfigEntry\x12/\n\x11partition_details\x18\t \x03(\x0b\x32\x14.sluice.v1.Partition\x12\x11\n\thot_bytes\x18\n \x01(\x03\x12\x14\n\x0ctiered_bytes\x18\x0b \x01(\x03\x12\x17\n\x0ftiered_segments\x18\x0c \x01(\x05\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x36\n\x14\x45\x66\x66\x65\x63tiveConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfd\x01\n\x12\x43reateTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\npartitions\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1f\n\x12replication_factor\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x39\n\x06\x63onfig\x18\x05 \x03(\x0b\x32).sluice.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\r\n\x0b_partitionsB\x15\n\x13_replication_factor\">\n\x11ListTopicsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x18\n\x10include_internal\x18\x02 \x01(\x08\"6\n\x12ListTopicsResponse\x12 \n\x06topics\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Topic\"5\n\x14\x44\x65scribeTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"3\n\x12\x44\x65leteTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\xb7\x01\n\x17\x41lterTopicConfigRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12>\n\x06\x63onfig\x18\x03 \x03(\x0b\x32..sluice.v1.AlterTopicConfigRequest.ConfigEntry\x12\x0e\n\x06remove\x18\x04 \x03(\t\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x12\x46indOrphansRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65lete\x18\x02 \x01(\x08\x12\x1c\n\x0fmin_age_seconds\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x12\n\x10_min_age_seconds\"f\n\x06Orphan\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x31\n\rlast_modified\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa3\x01\n\x13\x46indOrphansResponse\x12\"\n\x07orphans\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Orphan\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\x12\x0f\n\x07scanned\x18\x03 \x01(\x05\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\x12\x0e\n\x06\x62ucket\x18\x05 \x01(\t\x12\x0e\n\x06prefix\x18\x06 \x01(\t\x12\x11\n\ttoo_young\x18\x07 \x01(\x05\x32\xbd\x03\n\x06Topics\x12>\n\x0b\x43reateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x10.sluice.v1.Topic\x12I\n\nListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\x12\x42\n\rDescribeTopic\x12\x1f.sluice.v1.DescribeTopicRequest\x1a\x10.sluice.v1.Topic\x12L\n\x0b\x44\x65leteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\x12H\n\x10\x41lterTopicConfig\x12\".sluice.v1.AlterTopicConfigRequest\x1a\x10.sluice.v1.Topic\x12L\n\x0b\x46indOrphans\x12\x1d.sluice.v1.FindOrphansRequest\x1a\x1e.sluice.v1.FindOrphansResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cproto/sluice/v1/topics.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\x02\n\tPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0e\n\x06leader\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12$\n\x17remote_log_start_offset\x18\x05 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0ctiered_bytes\x18\x06 \x01(\x03\x12\x17\n\x0ftiered_segments\x18\x07 \x01(\x05\x12\x44\n\x11replica_hot_bytes\x18\x08 \x03(\x0b\x32).sluice.v1.Partition.ReplicaHotBytesEntry\x12\x11\n\thot_bytes\x18\t \x01(\x03\x1a\x36\n\x14ReplicaHotBytesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x42\x1a\n\x18_remote_log_start_offset\"\xe2\x03\n\x05Topic\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08topic_id\x18\x03 \x01(\t\x12\x12\n\npartitions\x18\x04 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x05 \x01(\x05\x12\x10\n\x08internal\x18\x06 \x01(\x08\x12,\n\x06\x63onfig\x18\x07 \x03(\x0b\x32\x1c.sluice.v1.Topic.ConfigEntry\x12?\n\x10\x65\x66\x66\x65\x63tive_config\x18\x08 \x03(\x0b\x32%.sluice.v1.Topic.EffectiveConfigEntry\x12/\n\x11partition_details\x18\t \x03(\x0b\x32\x14.sluice.v1.Partition\x12\x11\n\thot_bytes\x18\n \x01(\x03\x12\x14\n\x0ctiered_bytes\x18\x0b \x01(\x03\x12\x17\n\x0ftiered_segments\x18\x0c \x01(\x05\x12\x1d\n\x15hot_bytes_per_replica\x18\r \x01(\x03\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x36\n\x14\x45\x66\x66\x65\x63tiveConfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfd\x01\n\x12\x43reateTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x17\n\npartitions\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1f\n\x12replication_factor\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x39\n\x06\x63onfig\x18\x05 \x03(\x0b\x32).sluice.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\r\n\x0b_partitionsB\x15\n\x13_replication_factor\">\n\x11ListTopicsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x18\n\x10include_internal\x18\x02 \x01(\x08\"6\n\x12ListTopicsResponse\x12 \n\x06topics\x18\x01 \x03(\x0b\x32\x10.sluice.v1.Topic\"5\n\x14\x44\x65scribeTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"3\n\x12\x44\x65leteTopicRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\xb7\x01\n\x17\x41lterTopicConfigRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12>\n\x06\x63onfig\x18\x03 \x03(\x0b\x32..sluice.v1.AlterTopicConfigRequest.ConfigEntry\x12\x0e\n\x06remove\x18\x04 \x03(\t\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"D\n\x14\x41\x64\x64PartitionsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05total\x18\x03 \x01(\x05\"g\n\x12\x46indOrphansRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65lete\x18\x02 \x01(\x08\x12\x1c\n\x0fmin_age_seconds\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x12\n\x10_min_age_seconds\"f\n\x06Orphan\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x31\n\rlast_modified\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa3\x01\n\x13\x46indOrphansResponse\x12\"\n\x07orphans\x18\x01 \x03(\x0b\x32\x11.sluice.v1.Orphan\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\x12\x0f\n\x07scanned\x18\x03 \x01(\x05\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\x12\x0e\n\x06\x62ucket\x18\x05 \x01(\t\x12\x0e\n\x06prefix\x18\x06 \x01(\t\x12\x11\n\ttoo_young\x18\x07 \x01(\x05\x32\x81\x04\n\x06Topics\x12>\n\x0b\x43reateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x10.sluice.v1.Topic\x12I\n\nListTopics\x12\x1c.sluice.v1.ListTopicsRequest\x1a\x1d.sluice.v1.ListTopicsResponse\x12\x42\n\rDescribeTopic\x12\x1f.sluice.v1.DescribeTopicRequest\x1a\x10.sluice.v1.Topic\x12L\n\x0b\x44\x65leteTopic\x12\x1d.sluice.v1.DeleteTopicRequest\x1a\x1e.sluice.v1.DeleteTopicResponse\x12H\n\x10\x41lterTopicConfig\x12\".sluice.v1.AlterTopicConfigRequest\x1a\x10.sluice.v1.Topic\x12L\n\x0b\x46indOrphans\x12\x1d.sluice.v1.FindOrphansRequest\x1a\x1e.sluice.v1.FindOrphansResponse\x12\x42\n\rAddPartitions\x12\x1f.sluice.v1.AddPartitionsRequest\x1a\x10.sluice.v1.Topicb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.sluice.v1.topics_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_PARTITION_REPLICAHOTBYTESENTRY']._loaded_options = None
+  _globals['_PARTITION_REPLICAHOTBYTESENTRY']._serialized_options = b'8\001'
   _globals['_TOPIC_CONFIGENTRY']._loaded_options = None
   _globals['_TOPIC_CONFIGENTRY']._serialized_options = b'8\001'
   _globals['_TOPIC_EFFECTIVECONFIGENTRY']._loaded_options = None
@@ -41,37 +43,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._loaded_options = None
   _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_options = b'8\001'
   _globals['_PARTITION']._serialized_start=77
-  _globals['_PARTITION']._serialized_end=267
-  _globals['_TOPIC']._serialized_start=270
-  _globals['_TOPIC']._serialized_end=721
-  _globals['_TOPIC_CONFIGENTRY']._serialized_start=620
-  _globals['_TOPIC_CONFIGENTRY']._serialized_end=665
-  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_start=667
-  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_end=721
-  _globals['_CREATETOPICREQUEST']._serialized_start=724
-  _globals['_CREATETOPICREQUEST']._serialized_end=977
-  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_start=620
-  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_end=665
-  _globals['_LISTTOPICSREQUEST']._serialized_start=979
-  _globals['_LISTTOPICSREQUEST']._serialized_end=1041
-  _globals['_LISTTOPICSRESPONSE']._serialized_start=1043
-  _globals['_LISTTOPICSRESPONSE']._serialized_end=1097
-  _globals['_DESCRIBETOPICREQUEST']._serialized_start=1099
-  _globals['_DESCRIBETOPICREQUEST']._serialized_end=1152
-  _globals['_DELETETOPICREQUEST']._serialized_start=1154
-  _globals['_DELETETOPICREQUEST']._serialized_end=1205
-  _globals['_DELETETOPICRESPONSE']._serialized_start=1207
-  _globals['_DELETETOPICRESPONSE']._serialized_end=1228
-  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_start=1231
-  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_end=1414
-  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_start=620
-  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_end=665
-  _globals['_FINDORPHANSREQUEST']._serialized_start=1416
-  _globals['_FINDORPHANSREQUEST']._serialized_end=1519
-  _globals['_ORPHAN']._serialized_start=1521
-  _globals['_ORPHAN']._serialized_end=1623
-  _globals['_FINDORPHANSRESPONSE']._serialized_start=1626
-  _globals['_FINDORPHANSRESPONSE']._serialized_end=1789
-  _globals['_TOPICS']._serialized_start=1792
-  _globals['_TOPICS']._serialized_end=2237
+  _globals['_PARTITION']._serialized_end=412
+  _globals['_PARTITION_REPLICAHOTBYTESENTRY']._serialized_start=330
+  _globals['_PARTITION_REPLICAHOTBYTESENTRY']._serialized_end=384
+  _globals['_TOPIC']._serialized_start=415
+  _globals['_TOPIC']._serialized_end=897
+  _globals['_TOPIC_CONFIGENTRY']._serialized_start=796
+  _globals['_TOPIC_CONFIGENTRY']._serialized_end=841
+  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_start=843
+  _globals['_TOPIC_EFFECTIVECONFIGENTRY']._serialized_end=897
+  _globals['_CREATETOPICREQUEST']._serialized_start=900
+  _globals['_CREATETOPICREQUEST']._serialized_end=1153
+  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_start=796
+  _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_end=841
+  _globals['_LISTTOPICSREQUEST']._serialized_start=1155
+  _globals['_LISTTOPICSREQUEST']._serialized_end=1217
+  _globals['_LISTTOPICSRESPONSE']._serialized_start=1219
+  _globals['_LISTTOPICSRESPONSE']._serialized_end=1273
+  _globals['_DESCRIBETOPICREQUEST']._serialized_start=1275
+  _globals['_DESCRIBETOPICREQUEST']._serialized_end=1328
+  _globals['_DELETETOPICREQUEST']._serialized_start=1330
+  _globals['_DELETETOPICREQUEST']._serialized_end=1381
+  _globals['_DELETETOPICRESPONSE']._serialized_start=1383
+  _globals['_DELETETOPICRESPONSE']._serialized_end=1404
+  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_start=1407
+  _globals['_ALTERTOPICCONFIGREQUEST']._serialized_end=1590
+  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_start=796
+  _globals['_ALTERTOPICCONFIGREQUEST_CONFIGENTRY']._serialized_end=841
+  _globals['_ADDPARTITIONSREQUEST']._serialized_start=1592
+  _globals['_ADDPARTITIONSREQUEST']._serialized_end=1660
+  _globals['_FINDORPHANSREQUEST']._serialized_start=1662
+  _globals['_FINDORPHANSREQUEST']._serialized_end=1765
+  _globals['_ORPHAN']._serialized_start=1767
+  _globals['_ORPHAN']._serialized_end=1869
+  _globals['_FINDORPHANSRESPONSE']._serialized_start=1872
+  _globals['_FINDORPHANSRESPONSE']._serialized_end=2035
+  _globals['_TOPICS']._serialized_start=2038
+  _globals['_TOPICS']._serialized_end=2551
 # @@protoc_insertion_point(module_scope)

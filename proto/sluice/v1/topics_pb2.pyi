@@ -7,7 +7,14 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Partition(_message.Message):
-    __slots__ = ("partition", "leader", "replicas", "isr", "remote_log_start_offset", "tiered_bytes", "tiered_segments")
+    __slots__ = ("partition", "leader", "replicas", "isr", "remote_log_start_offset", "tiered_bytes", "tiered_segments", "replica_hot_bytes", "hot_bytes")
+    class ReplicaHotBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -15,6 +22,8 @@ class Partition(_message.Message):
     REMOTE_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     TIERED_BYTES_FIELD_NUMBER: _ClassVar[int]
     TIERED_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_HOT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HOT_BYTES_FIELD_NUMBER: _ClassVar[int]
     partition: int
     leader: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -22,10 +31,12 @@ class Partition(_message.Message):
     remote_log_start_offset: int
     tiered_bytes: int
     tiered_segments: int
-    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., remote_log_start_offset: _Optional[int] = ..., tiered_bytes: _Optional[int] = ..., tiered_segments: _Optional[int] = ...) -> None: ...
+    replica_hot_bytes: _containers.ScalarMap[int, int]
+    hot_bytes: int
+    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., remote_log_start_offset: _Optional[int] = ..., tiered_bytes: _Optional[int] = ..., tiered_segments: _Optional[int] = ..., replica_hot_bytes: _Optional[_Mapping[int, int]] = ..., hot_bytes: _Optional[int] = ...) -> None: ...
 
 class Topic(_message.Message):
-    __slots__ = ("cluster", "name", "topic_id", "partitions", "replication_factor", "internal", "config", "effective_config", "partition_details", "hot_bytes", "tiered_bytes", "tiered_segments")
+    __slots__ = ("cluster", "name", "topic_id", "partitions", "replication_factor", "internal", "config", "effective_config", "partition_details", "hot_bytes", "tiered_bytes", "tiered_segments", "hot_bytes_per_replica")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +63,7 @@ class Topic(_message.Message):
     HOT_BYTES_FIELD_NUMBER: _ClassVar[int]
     TIERED_BYTES_FIELD_NUMBER: _ClassVar[int]
     TIERED_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    HOT_BYTES_PER_REPLICA_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     name: str
     topic_id: str
@@ -64,7 +76,8 @@ class Topic(_message.Message):
     hot_bytes: int
     tiered_bytes: int
     tiered_segments: int
-    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., internal: bool = ..., config: _Optional[_Mapping[str, str]] = ..., effective_config: _Optional[_Mapping[str, str]] = ..., partition_details: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ..., hot_bytes: _Optional[int] = ..., tiered_bytes: _Optional[int] = ..., tiered_segments: _Optional[int] = ...) -> None: ...
+    hot_bytes_per_replica: int
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., topic_id: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., internal: bool = ..., config: _Optional[_Mapping[str, str]] = ..., effective_config: _Optional[_Mapping[str, str]] = ..., partition_details: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ..., hot_bytes: _Optional[int] = ..., tiered_bytes: _Optional[int] = ..., tiered_segments: _Optional[int] = ..., hot_bytes_per_replica: _Optional[int] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("cluster", "name", "partitions", "replication_factor", "config")
@@ -139,6 +152,16 @@ class AlterTopicConfigRequest(_message.Message):
     config: _containers.ScalarMap[str, str]
     remove: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AddPartitionsRequest(_message.Message):
+    __slots__ = ("cluster", "name", "total")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    name: str
+    total: int
+    def __init__(self, cluster: _Optional[str] = ..., name: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class FindOrphansRequest(_message.Message):
     __slots__ = ("cluster", "delete", "min_age_seconds")

@@ -64,6 +64,11 @@ class TopicsStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansResponse.FromString,
                 _registered_method=True)
+        self.AddPartitions = channel.unary_unary(
+                '/sluice.v1.Topics/AddPartitions',
+                request_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.AddPartitionsRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.Topic.FromString,
+                _registered_method=True)
 
 
 class TopicsServicer(object):
@@ -108,6 +113,14 @@ class TopicsServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddPartitions(self, request, context):
+        """Raises a topic's partition count to `total` (Kafka CreatePartitions); a total that is not
+        above the current count is INVALID_ARGUMENT. Returns the topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopicsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -140,6 +153,11 @@ def add_TopicsServicer_to_server(servicer, server):
                     servicer.FindOrphans,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansResponse.SerializeToString,
+            ),
+            'AddPartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitions,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_topics__pb2.AddPartitionsRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_topics__pb2.Topic.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -304,6 +322,33 @@ class Topics(object):
             '/sluice.v1.Topics/FindOrphans',
             proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_topics__pb2.FindOrphansResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.Topics/AddPartitions',
+            proto_dot_sluice_dot_v1_dot_topics__pb2.AddPartitionsRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_topics__pb2.Topic.FromString,
             options,
             channel_credentials,
             insecure,

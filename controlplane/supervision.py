@@ -1,0 +1,352 @@
+"""Process supervision, one job of a cluster's reconciler: start the brokers that are down,
+re-adopt the ones a previous control plane left running, wait until they answer, probe them,
+restart those that exit or hang (HEALING: an operation of type HEAL), and roll them one at a
+time for a config change.
+
+Each broker gets its id, the cluster id, the voters' Raft and Kafka addresses, its own Raft
+listener and advertises its own Kafka address (``_settings_for``); the cluster's remote tier
+comes as the ``tiered.s3.*`` settings, its static credentials (the embedded S3 server's)
+through the environment, never on the command line (``_tiered_settings``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from controlplane import kafka, store
+from controlplane.process import (
+    BrokerProcess,
+    broker_command,
+    free_port,
+    log_tail,
+    port_free,
+    runs_broker,
+)
+from controlplane.reconcile_base import BrokerRuntime, ReconcilerBase, log
+from controlplane.states import BrokerState, ClusterState, OperationType
+from controlplane.store import BrokerRecord, ClusterRecord, choose_voters
+
+RETENTION_CHECK = "log.retention.check.interval.ms"
+
+
+class Supervision(ReconcilerBase):
+    def _sync_runtimes(self, records: list[BrokerRecord]) -> None:
+        for record in records:
+            rt = self.runtimes.get(record.broker_id)
+            if rt is None:
+                rt = self.runtimes[record.broker_id] = BrokerRuntime(record)
+                self._adopt(rt)
+            rt.record = record
+
+    def _adopt(self, rt: BrokerRuntime) -> None:
+        """Find a process already running for this broker (after a control-plane restart)."""
+        record = rt.record
+        pids = self.manager.orphans.pop(record.data_dir, [])
+        if record.pid and runs_broker(record.pid, record.data_dir) and record.pid not in pids:
+            pids.insert(0, record.pid)
+        if not pids:
+            # stopped while the control plane was away: a restart, unless `down` stopped it
+            rt.ever_ran = record.pid != 0
+            return
+        keep, *extra = pids
+        for pid in extra:  # never two processes on one data directory
+            log.warning("cluster %s: stopping duplicate broker pid %d", self.name, pid)
+            BrokerProcess(pid, record.data_dir).kill()
+        rt.proc = BrokerProcess(keep, record.data_dir)
+        rt.proc.watch(self.wake)
+        rt.state = BrokerState.STARTING
+        rt.ever_ran = True
+        if keep != record.pid:
+            self.store.update_broker(self.name, record.broker_id, pid=keep)
+        log.info("cluster %s: adopted broker %d (pid %d)", self.name, record.broker_id, keep)
+
+    # ------------------------------------------------------------------ starting
+
+    def _ensure_quorum(self, cluster: ClusterRecord) -> ClusterRecord:
+        """Record the voters and every broker's Raft port (clusters recorded before Raft).
+
+        Brokers that ran without them are restarted (a config-version bump: a rolling restart)
+        so that they join the quorum.
+        """
+        records = self.store.brokers(self.name)
+        if not cluster.voters and records:
+            cluster = self.store.update_cluster(
+                self.name, voters=choose_voters([r.broker_id for r in records])
+            )
+        missing = [r for r in records if not r.raft_port]
+        if missing:
+            used = self.store.used_ports() | self.manager.reserved_ports()
+            for record in missing:
+                port = free_port(record.host, used)
+                used.add(port)
+                self.store.update_broker(self.name, record.broker_id, raft_port=port)
+                log.info(
+                    "cluster %s: broker %d gets Raft port %d", self.name, record.broker_id, port
+                )
+            if any(r.config_version for r in missing):
+                cluster = self.store.update_cluster(
+                    self.name, config_version=cluster.config_version + 1
+                )
+        return cluster
+
+    def _settings_for(self, cluster: ClusterRecord, record: BrokerRecord) -> dict[str, str]:
+        by_id = {b.broker_id: b for b in self.store.brokers(self.name)}
+        voters = [by_id[v] for v in cluster.voters if v in by_id]
+        return {
+            # the cluster's config may set it; the control plane's default is lower than the
+            # broker's own (5 min), so that local retention acts within seconds
+            RETENTION_CHECK: str(self.settings.broker_retention_check_interval_ms),
+            **cluster.config,
+            "node.id": str(record.broker_id),
+            "cluster.id": cluster.cluster_id,
+            "controller.quorum.voters": ",".join(f"{v.broker_id}@{v.raft_address}" for v in voters),
+            "controller.quorum.voter.listeners": ",".join(
+                f"{v.broker_id}@{v.address}" for v in voters
+            ),
+            "controller.listener": record.raft_address,
+            "advertised.listeners": record.address,
+            **self._tiered_settings(cluster),
+        }
+
+    def _tiered_settings(self, cluster: ClusterRecord) -> dict[str, str]:
+        """The broker settings of the cluster's remote tier: its bucket at the control
+        plane's object store (static credentials for the embedded server; for an external
+        store the brokers use boto3's default chain from the environment they inherit)."""
+        objects = self.manager.object_store
+        if objects is None or not cluster.s3_bucket:
+            return {}
+        store = objects.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
+        out = {
+            "remote.log.storage.system.enable": "true",
+            "tiered.s3.bucket": store.bucket,
+            "tiered.s3.region": store.region,
+        }
+        if store.endpoint:
+            out["tiered.s3.endpoint"] = store.endpoint
+        return out
+
+    def _broker_environment(self, cluster: ClusterRecord) -> dict[str, str]:
+        """Credentials of the cluster's object store for the broker's process environment
+        (boto3's default chain reads them): never on its command line, which `ps` shows and
+        its log records. Empty for an external store (the brokers inherit the control
+        plane's environment, as boto3's default chain expects)."""
+        objects = self.manager.object_store
+        if objects is None or not cluster.s3_bucket:
+            return {}
+        store = objects.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
+        if not (store.access_key_id and store.secret_access_key):
+            return {}
+        return {
+            "AWS_ACCESS_KEY_ID": store.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": store.secret_access_key,
+        }
+
+    def _spawn(self, cluster: ClusterRecord, rt: BrokerRuntime) -> None:
+        record = rt.record
+        if rt.failures and not port_free(record.host, record.port):
+            # the port was taken while the broker was down: move the broker
+            port = free_port(record.host, self.store.used_ports())
+            log.warning(
+                "cluster %s: port %d of broker %d is taken; moving it to %d",
+                self.name,
+                record.port,
+                record.broker_id,
+                port,
+            )
+            self.store.update_broker(self.name, record.broker_id, port=port)
+            record = rt.record = self.store.broker(self.name, record.broker_id)
+            if record.broker_id in cluster.voters and len(self.runtimes) > 1:
+                # a voter's Kafka address is in every broker's settings: they restart to learn it
+                log.warning(
+                    "cluster %s: voter %d moved; rolling restart of the others",
+                    self.name,
+                    record.broker_id,
+                )
+                cluster = self.store.update_cluster(
+                    self.name, config_version=cluster.config_version + 1
+                )
+        command = broker_command(
+            record.data_dir, record.address, self._settings_for(cluster, record)
+        )
+        rt.proc = BrokerProcess.spawn(
+            command, record.data_dir, record.log_path, self._broker_environment(cluster)
+        )
+        rt.proc.watch(self.wake)
+        rt.state = BrokerState.STARTING
+        self.store.update_broker(
+            self.name, record.broker_id, pid=rt.proc.pid, config_version=cluster.config_version
+        )
+        rt.record = self.store.broker(self.name, record.broker_id)
+        log.info(
+            "cluster %s: started broker %d (pid %d) on %s",
+            self.name,
+            record.broker_id,
+            rt.proc.pid,
+            record.address,
+        )
+
+    async def _start(self, cluster: ClusterRecord, down: list[BrokerRuntime]) -> None:
+        """Start the brokers that are down and due (the others wait for their backoff)."""
+        now = time.monotonic()
+        due = [rt for rt in down if rt.next_attempt <= now]
+        crashed = [rt for rt in down if rt.ever_ran]
+        if cluster.state in (ClusterState.ACTIVE, ClusterState.HEALING):
+            ids = ", ".join(str(rt.record.broker_id) for rt in down)
+            why = "after an unexpected exit" if crashed else "after a control-plane start"
+            message = f"restarting broker(s) {ids} {why}"
+            if not cluster.operation:
+                cluster = self.begin_operation(
+                    cluster, OperationType.HEAL, f"broker(s) {ids} {why}", message
+                )
+            cluster = self.set_state(cluster, ClusterState.HEALING, message)
+        elif cluster.state == ClusterState.CREATING:
+            cluster = self.set_state(
+                cluster, cluster.state, f"starting {len(down)} of {len(self.runtimes)} broker(s)"
+            )
+        elif cluster.operation == store.OP_UPDATE_BROKER_COUNT:
+            ids = ", ".join(str(rt.record.broker_id) for rt in down)
+            new = "new " if len(self.runtimes) <= cluster.broker_count else ""
+            cluster = self.set_state(cluster, cluster.state, f"starting {new}broker(s) {ids}")
+        if not due:
+            wait = min(rt.next_attempt for rt in down) - now
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, min(wait, 1.0)))
+            return
+        for rt in due:
+            if rt.ever_ran:
+                self.store.update_broker(
+                    self.name, rt.record.broker_id, restarts=rt.record.restarts + 1
+                )
+                rt.record = self.store.broker(self.name, rt.record.broker_id)
+            try:
+                self._spawn(cluster, rt)
+            except OSError as exc:
+                self._failed_start(cluster, rt, f"cannot start: {exc}")
+        await self._await_ready(cluster, [rt for rt in due if rt.state == BrokerState.STARTING])
+
+    async def _await_ready(self, cluster: ClusterRecord, runtimes: list[BrokerRuntime]) -> None:
+        results = await asyncio.gather(*(self._wait_ready(rt) for rt in runtimes))
+        for rt, error in zip(runtimes, results, strict=True):
+            if error is None:
+                rt.state = BrokerState.RUNNING
+                rt.failures = 0
+                rt.health_failures = 0
+                rt.ever_ran = True
+                rt.last_probe = time.monotonic()
+                continue
+            cluster = self.store.get_cluster(self.name) or cluster
+            self._failed_start(cluster, rt, error)
+        ready = sum(1 for rt in self.runtimes.values() if rt.state == BrokerState.RUNNING)
+        cluster = self.store.get_cluster(self.name) or cluster
+        if cluster.state in (ClusterState.CREATING, ClusterState.HEALING) and ready < len(
+            self.runtimes
+        ):
+            self.set_state(cluster, cluster.state, f"{ready} of {len(self.runtimes)} brokers ready")
+
+    async def _wait_ready(self, rt: BrokerRuntime) -> str | None:
+        """None once the broker answers ApiVersions, else why it did not."""
+        proc = rt.proc
+        assert proc is not None
+        record = rt.record
+        deadline = time.monotonic() + self.settings.broker_ready_timeout_ms / 1000
+        delay = 0.02
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                tail = log_tail(record.log_path)
+                return f"exited during start-up{f': {tail}' if tail else ''}"
+            if await kafka.probe(record.host, record.port, timeout=1.0):
+                return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.2)
+        return (
+            f"did not answer on {record.address} within {self.settings.broker_ready_timeout_ms} ms"
+        )
+
+    def _failed_start(self, cluster: ClusterRecord, rt: BrokerRuntime, error: str) -> None:
+        record = rt.record
+        if rt.proc is not None:
+            rt.proc.kill()
+            rt.proc = None
+        self.store.update_broker(self.name, record.broker_id, pid=0)
+        rt.state = BrokerState.STOPPED
+        rt.failures += 1
+        backoff = min(
+            0.1 * 2 ** (rt.failures - 1), self.settings.broker_restart_backoff_max_ms / 1000
+        )
+        rt.next_attempt = time.monotonic() + backoff
+        message = f"broker {record.broker_id} {error} (log: {record.log_path})"
+        log.warning("cluster %s: %s; retrying in %.1fs", self.name, message, backoff)
+        if cluster.operation_id:  # the operation goes on (retried); its last failure shows
+            self.store.note_operation(cluster.operation_id, error=message)
+        if cluster.state in (ClusterState.CREATING, ClusterState.UPDATING) and (
+            rt.failures >= self.settings.broker_start_attempts
+        ):
+            self.set_state(cluster, ClusterState.FAILED, message)
+        elif cluster.state in (
+            ClusterState.HEALING,
+            ClusterState.FAILED,
+            ClusterState.CREATING,
+            ClusterState.UPDATING,
+        ):
+            self.set_state(cluster, cluster.state, message)
+
+    # ------------------------------------------------------------------ updating
+
+    async def _roll(
+        self, cluster: ClusterRecord, rt: BrokerRuntime, index: int, total: int
+    ) -> None:
+        record = rt.record
+        cluster = self.set_state(
+            cluster,
+            ClusterState.UPDATING,
+            f"rolling restart: broker {record.broker_id} ({index} of {total})",
+        )
+        if rt.proc is not None:
+            rt.state = BrokerState.STOPPING
+            await rt.proc.stop(self.settings.broker_stop_timeout_ms / 1000)
+            rt.proc = None
+        rt.state = BrokerState.STOPPED
+        self.store.update_broker(self.name, record.broker_id, pid=0)
+        self._spawn(cluster, rt)
+        await self._await_ready(cluster, [rt])
+
+    async def _health(self, runtimes: list[BrokerRuntime]) -> None:
+        interval = self.settings.broker_health_interval_ms / 1000
+        now = time.monotonic()
+        due = [
+            rt
+            for rt in runtimes
+            if rt.state == BrokerState.RUNNING and now - rt.last_probe >= interval
+        ]
+        if not due:
+            return
+        results = await asyncio.gather(
+            *(kafka.probe(rt.record.host, rt.record.port, timeout=2.0) for rt in due)
+        )
+        for rt, ok in zip(due, results, strict=True):
+            rt.last_probe = time.monotonic()
+            if ok:
+                rt.health_failures = 0
+                continue
+            rt.health_failures += 1
+            if rt.health_failures >= self.settings.broker_health_failures and rt.proc:
+                log.warning(
+                    "cluster %s: broker %d does not answer; restarting it",
+                    self.name,
+                    rt.record.broker_id,
+                )
+                rt.proc.kill()  # the next step sees it gone and restarts it (HEALING)
+
+    # ------------------------------------------------------------------ stopping
+
+    async def stop_all(self) -> None:
+        timeout = self.settings.broker_stop_timeout_ms / 1000
+        procs = [rt.proc for rt in self.runtimes.values() if rt.proc is not None]
+        for rt in self.runtimes.values():
+            rt.state = BrokerState.STOPPING if rt.proc is not None else rt.state
+        await asyncio.gather(*(proc.stop(timeout) for proc in procs))
+        for rt in self.runtimes.values():
+            rt.proc = None
+            rt.state = BrokerState.STOPPED

@@ -1,0 +1,431 @@
+"""Every command's output in table, json and yaml (the yaml parsed back equals the json), run
+as a user runs them against a real control plane: read-only commands in the three formats one
+after the other, commands that change something on three resources at once (one per format).
+The last test checks that every command of the tree was covered here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cli.main import cloudctl
+from tests.cli.conftest import SHARED_CLUSTER, Cloud
+from tests.controlplane.harness import wait_until
+
+COVERED: dict[str, set[str]] = {}
+"""command -> the formats checked."""
+FORMATS = ("table", "json", "yaml")
+CLUSTER = SHARED_CLUSTER
+SMALL = {"table": "fmt-table", "json": "fmt-json", "yaml": "fmt-yaml"}
+"""One 1-broker cluster per format, for the cluster commands that change something."""
+TOPICS = {"table": "fmt-t-table", "json": "fmt-t-json", "yaml": "fmt-t-yaml"}
+
+
+def parse(output: str, text: str) -> Any:
+    if output == "json":
+        return json.loads(text)
+    return yaml.safe_load(text)
+
+
+def parse_stream(output: str, text: str) -> list[Any]:
+    if output == "json":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+def run_ok(cloud: Cloud, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    done = cloud.run(*args, stdin=stdin)
+    assert done.returncode == 0, f"cloudctl {' '.join(args)}: {done.stderr}"
+    return done
+
+
+def read_only(
+    cloud: Cloud,
+    *args: str,
+    stream: bool = False,
+    order: Callable[[Any], Any] | None = None,
+    tries: int = 3,
+) -> Any:
+    """A command that changes nothing: its json and yaml carry the same data; the table is
+    printed. (Asked again while something changed between the two; a stream's items in
+    ``order`` when the command does not fix it.)"""
+    name = args[0]
+    table = run_ok(cloud, *args)
+    assert table.stdout.strip() or stream, f"{name}: empty table"
+
+    def reader(fmt: str, text: str) -> Any:
+        if not stream:
+            return parse(fmt, text)
+        items = parse_stream(fmt, text)
+        return sorted(items, key=order) if order else items
+
+    for _ in range(tries):
+        first = reader("json", run_ok(cloud, *args, "-o", "json").stdout)
+        as_yaml = reader("yaml", run_ok(cloud, *args, "-o", "yaml").stdout)
+        again = reader("json", run_ok(cloud, *args, "-o", "json").stdout)
+        if first == again:
+            break
+    assert as_yaml == first, f"{name}: yaml and json differ"
+    COVERED.setdefault(name, set()).update(FORMATS)
+    return first
+
+
+def each_format(
+    cloud: Cloud, make_args: Callable[[str], list[str]], stdin: str = ""
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """A command that changes something, once per format (on its own resource), at once."""
+    with ThreadPoolExecutor(len(FORMATS)) as pool:
+        futures = {
+            fmt: pool.submit(
+                run_ok,
+                cloud,
+                *make_args(fmt),
+                *(() if fmt == "table" else ("-o", fmt)),
+                stdin=stdin,
+            )
+            for fmt in FORMATS
+        }
+        done = {fmt: f.result() for fmt, f in futures.items()}
+    name = make_args("table")[0]
+    COVERED.setdefault(name, set()).update(FORMATS)
+    return done
+
+
+def same_shape(done: dict[str, subprocess.CompletedProcess[str]], *, stream: bool = False) -> Any:
+    """json and yaml of two runs on two resources: the same keys and value types."""
+    reader = parse_stream if stream else parse
+    as_json = reader("json", done["json"].stdout)
+    as_yaml = reader("yaml", done["yaml"].stdout)
+    assert same_fields(shape(as_json), shape(as_yaml)), (shape(as_json), shape(as_yaml))
+    assert done["table"].stdout.strip() or done["table"].stderr.strip()
+    return as_json, as_yaml
+
+
+MAPS = {"config", "effective_config", "replica_hot_bytes"}
+"""Fields whose keys are data (settings, broker ids), not field names."""
+
+
+def shape(value: Any) -> Any:
+    """Field names and value types (lists by their items' shape, maps as maps)."""
+    if isinstance(value, dict):
+        return {k: "map" if k in MAPS else shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return "list" if not value else [shape(value[0])]
+    return type(value).__name__
+
+
+def same_fields(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_fields(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return a == "list" or b == "list" or same_fields(a[0], b[0])
+    return bool(a == b or "list" in (a, b))
+
+
+@pytest.fixture(scope="module")
+def small(shared_cloud: Cloud) -> Cloud:
+    """Three 1-broker clusters, one per format; created here (create-cluster covered)."""
+    done = each_format(
+        shared_cloud, lambda fmt: ["create-cluster", SMALL[fmt], "--brokers", "1", "--wait"]
+    )
+    as_json, as_yaml = same_shape(done)
+    assert as_json["state"] == as_yaml["state"] == "ACTIVE"
+    assert "ACTIVE" in done["table"].stdout
+    return shared_cloud
+
+
+def test_control_plane_commands(shared_cloud: Cloud, tmp_path: Path) -> None:
+    up = read_only(shared_cloud, "up")
+    assert up["started"] is False
+    assert up["home"] == str(shared_cloud.home)
+    status = read_only(shared_cloud, "status")
+    assert status["running"] is True
+    assert status["pid"] == up["pid"]
+    empty = tmp_path / "empty-home"
+    down = read_only(shared_cloud, "down", "--home", str(empty))
+    assert down == {"home": str(empty), "was_running": False, "pid": 0}
+
+
+def test_cluster_reads(small: Cloud) -> None:
+    described = read_only(small, "describe-cluster", CLUSTER)
+    assert described["state"] == "ACTIVE"
+    assert described["log_dir"].startswith(str(small.home / "logs" / "clusters"))
+    assert all(b["log_path"].startswith(described["log_dir"]) for b in described["brokers"])
+    table = small.run("describe-cluster", CLUSTER).stdout
+    assert f"logs:          {described['log_dir']}" in table
+    listed = read_only(small, "list-clusters")
+    assert {c["name"] for c in listed["clusters"]} >= {CLUSTER, *SMALL.values()}
+    bootstrap = read_only(small, "get-bootstrap-brokers", CLUSTER)
+    assert bootstrap["bootstrap_brokers"] == described["bootstrap_brokers"]
+    assert bootstrap["addresses"] == [b["address"] for b in described["brokers"]]
+    assert (
+        small.run("get-bootstrap-brokers", CLUSTER).stdout == described["bootstrap_brokers"] + "\n"
+    )
+
+
+def test_use_cluster(small: Cloud) -> None:
+    done = each_format(small, lambda fmt: ["use-cluster", CLUSTER])
+    as_json, as_yaml = same_shape(done)
+    assert (
+        as_json
+        == as_yaml
+        == {
+            "cluster": CLUSTER,
+            "source": f"`cloudctl use-cluster` ({small.home / 'context.json'})",
+        }
+    )
+    shown = read_only(small, "use-cluster")
+    assert shown["cluster"] == CLUSTER
+    listed = small.run("list-topics", "-o", "json")  # no --cluster: the chosen one
+    assert listed.returncode == 0, listed.stderr
+    assert small.run("use-cluster", "--clear").returncode == 0
+    assert small.run("list-topics").returncode == 2
+
+
+def test_cluster_changes(small: Cloud) -> None:
+    scaled = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "update-broker-count",
+                SMALL[fmt],
+                "--brokers",
+                "1",
+                "--config",
+                "log.retention.ms=3600000",
+                "--wait",
+            ],
+        )
+    )
+    assert all(c["config"] == {"log.retention.ms": "3600000"} for c in scaled)
+    configured = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "update-cluster-config",
+                SMALL[fmt],
+                "--config",
+                "log.retention.ms=7200000",
+                "--wait",
+            ],
+        )
+    )
+    assert all(c["config"] == {"log.retention.ms": "7200000"} for c in configured)
+    rebooted = same_shape(
+        each_format(small, lambda fmt: ["reboot-broker", SMALL[fmt], "--broker", "0", "--wait"])
+    )
+    assert all((c["state"], c["operation"]) == ("ACTIVE", "") for c in rebooted)
+
+    ops = read_only(small, "list-operations", SMALL["json"])["operations"]
+    assert [(o["type"], o["state"]) for o in ops] == [
+        ("CREATE", "COMPLETED"),
+        ("UPDATE_BROKER_COUNT", "COMPLETED"),
+        ("UPDATE_CONFIG", "COMPLETED"),
+        ("REBOOT_BROKER", "COMPLETED"),
+    ]
+    assert ops[1]["detail"] == "1 -> 1 brokers, log.retention.ms=3600000"
+    assert ops[3]["detail"] == "broker 0"
+    assert all(o["ended_at"] >= o["started_at"] for o in ops)
+    one = read_only(small, "describe-operation", ops[3]["id"])
+    assert one == ops[3]
+    wrong = small.run("describe-operation", ops[3]["id"], "--cluster", CLUSTER)
+    assert wrong.returncode == 1
+    assert "not 'shared'" in wrong.stderr
+
+
+def test_logs(small: Cloud) -> None:
+    lines = read_only(small, "logs", SMALL["json"], "--broker", "0", "--tail", "5", stream=True)
+    assert len(lines) == 5
+    assert set(lines[0]) == {"broker_id", "time", "line"}
+    assert all(line["broker_id"] == 0 for line in lines)
+    merged = small.run("logs", CLUSTER, "--since", "-1h", "--tail", "6").stdout.splitlines()
+    assert len(merged) == 6
+    assert all(line.startswith("broker-") for line in merged)
+    starts = small.run("logs", SMALL["json"], "--since", "2000-01-01T00:00:00Z", "-o", "json")
+    started = [json.loads(x) for x in starts.stdout.splitlines()]
+    assert sum("--- starting: " in x["line"] for x in started) >= 3, "create, roll, reboot"
+    assert not any("secret" in x["line"] for x in started), "credentials are not logged"
+    future = small.run("logs", SMALL["json"], "--since", "2999-01-01T00:00:00Z")
+    assert (future.returncode, future.stdout) == (0, "")
+    missing = small.run("logs", CLUSTER, "--broker", "7")
+    assert missing.returncode == 1
+    assert "has no broker 7" in missing.stderr
+
+    with subprocess.Popen(
+        small.command("logs", SMALL["table"], "--broker", "0", "--tail", "0", "--follow"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=small.environ,
+    ) as follow:
+        try:
+            time.sleep(0.5)
+            run_ok(small, "reboot-broker", SMALL["table"], "--broker", "0", "--wait")
+            assert follow.stdout is not None
+            seen = ""
+            deadline = time.monotonic() + 30
+            while "--- starting: " not in seen and time.monotonic() < deadline:
+                seen += follow.stdout.readline()
+            assert "--- starting: " in seen, "the reboot's lines come as they are written"
+        finally:
+            follow.terminate()
+
+
+def test_topic_commands(small: Cloud) -> None:
+    created = same_shape(
+        each_format(
+            small,
+            lambda fmt: ["create-topic", "--cluster", CLUSTER, TOPICS[fmt], "--partitions", "1"],
+        )
+    )
+    for topic in created:
+        assert topic["replication_factor"] == 3, "MSK's default on 3 brokers"
+        assert topic["config"] == {"min.insync.replicas": "2"}, "RF-1 with 3 replicas"
+        assert set(topic["partition_details"][0]["replica_hot_bytes"]) == {"0", "1", "2"}
+    one = run_ok(small, "create-topic", "--cluster", SMALL["json"], "single", "-o", "json")
+    assert (json.loads(one.stdout)["replication_factor"], json.loads(one.stdout)["config"]) == (
+        1,
+        {},
+    )
+    refused = small.run("create-topic", "--cluster", CLUSTER, "x", "--replication-factor", "0")
+    assert refused.returncode == 1
+    assert "each replica of a partition lives on its own broker" in refused.stderr
+
+    described = read_only(small, "describe-topic", "--cluster", CLUSTER, TOPICS["json"])
+    assert described["hot_bytes_per_replica"] * 3 == described["hot_bytes"] or (
+        described["hot_bytes"] == 0
+    )
+    listed = read_only(small, "list-topics", "--cluster", CLUSTER)
+    assert set(TOPICS.values()) <= {t["name"] for t in listed["topics"]}
+
+    added = same_shape(
+        each_format(
+            small,
+            lambda fmt: ["add-partitions", "--cluster", CLUSTER, TOPICS[fmt], "--total", "2"],
+        )
+    )
+    assert all(t["partitions"] == 2 for t in added)
+    fewer = small.run("add-partitions", "--cluster", CLUSTER, TOPICS["json"], "--total", "1")
+    assert fewer.returncode == 1
+    assert "has 2 partition(s)" in fewer.stderr
+    altered = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "alter-topic-config",
+                "--cluster",
+                CLUSTER,
+                TOPICS[fmt],
+                "--config",
+                "retention.ms=3600000",
+            ],
+        )
+    )
+    assert all(t["config"]["retention.ms"] == "3600000" for t in altered)
+    legacy = small.run(
+        "alter-topic-config", "--cluster", CLUSTER, TOPICS["json"], "--set", "retention.ms=60000"
+    )
+    assert legacy.returncode == 0, legacy.stderr
+    assert "--set is deprecated" in legacy.stderr
+
+    orphans = read_only(small, "find-orphans", "--cluster", CLUSTER)
+    assert orphans["count"] == 0
+
+
+def group_consume(fmt: str) -> list[str]:
+    return ["consume", "--cluster", CLUSTER, TOPICS["json"], "--group", f"fmt-g-{fmt}", "-n", "20"]
+
+
+def test_records_and_groups(small: Cloud) -> None:
+    lines = "".join(f"record-{i}\n" for i in range(20))
+    produced = same_shape(
+        each_format(small, lambda fmt: ["produce", "--cluster", CLUSTER, TOPICS[fmt]], stdin=lines)
+    )
+    assert all(p["produced"] == 20 for p in produced)
+    records = read_only(
+        small,
+        "consume",
+        "--cluster",
+        CLUSTER,
+        TOPICS["json"],
+        "--exit",
+        "--offset",
+        "beginning",
+        stream=True,
+        order=lambda r: (r["partition"], r["offset"]),
+    )
+    assert sorted(r["value"] for r in records) == sorted(f"record-{i}" for i in range(20))
+    assert set(records[0]) == {"topic", "partition", "offset", "timestamp", "key", "value"}
+
+    with ThreadPoolExecutor(len(FORMATS)) as pool:  # a group per format, offsets committed
+        list(pool.map(lambda fmt: run_ok(small, *group_consume(fmt)), FORMATS))
+
+    def listed() -> dict[str, Any] | None:
+        found = json.loads(run_ok(small, "list-groups", "--cluster", CLUSTER, "-o", "json").stdout)
+        names = {g["group_id"] for g in found["groups"]}
+        return found if {f"fmt-g-{f}" for f in FORMATS} <= names else None
+
+    wait_until(listed, 30, "the groups listed")
+    read_only(small, "list-groups", "--cluster", CLUSTER)
+
+    def committed() -> dict[str, Any] | None:
+        group = json.loads(
+            run_ok(small, "describe-group", "--cluster", CLUSTER, "fmt-g-json", "-o", "json").stdout
+        )
+        done = sum(p["committed_offset"] for p in group["partitions"] if p["committed_offset"] > 0)
+        return group if done == 20 and group["state"] == "Empty" else None
+
+    wait_until(committed, 30, "the group's commits")
+    group = read_only(small, "describe-group", "--cluster", CLUSTER, "fmt-g-json")
+    assert group["total_lag"] == 0
+    reset = read_only(
+        small,
+        "reset-offsets",
+        "--cluster",
+        CLUSTER,
+        "fmt-g-json",
+        "--topic",
+        TOPICS["json"],
+        "--to-earliest",
+        "--dry-run",
+    )
+    assert reset["dry_run"] is True
+    assert {o["new_offset"] for o in reset["offsets"]} == {0}
+    deleted = same_shape(
+        each_format(small, lambda fmt: ["delete-group", "--cluster", CLUSTER, f"fmt-g-{fmt}"])
+    )
+    assert all(d["deleted"] for d in deleted)
+
+
+def test_deletes(small: Cloud) -> None:
+    topics = same_shape(
+        each_format(small, lambda fmt: ["delete-topic", "--cluster", CLUSTER, TOPICS[fmt]])
+    )
+    assert all((t["existed"], t["deleted"]) == (True, True) for t in topics)
+    gone = small.run("delete-topic", "--cluster", CLUSTER, TOPICS["json"], "-o", "json")
+    assert gone.returncode == 1
+    idempotent = small.run(
+        "delete-topic", "--cluster", CLUSTER, TOPICS["json"], "--if-exists", "-o", "json"
+    )
+    assert idempotent.returncode == 0
+    assert json.loads(idempotent.stdout)["existed"] is False
+    clusters = same_shape(each_format(small, lambda fmt: ["delete-cluster", SMALL[fmt], "--wait"]))
+    assert all(c["deleted"] and c["operation_id"].startswith("op-") for c in clusters)
+    ops = json.loads(run_ok(small, "list-operations", SMALL["yaml"], "-o", "json").stdout)
+    assert ops["operations"][-1]["type"] == "DELETE"
+    assert ops["operations"][-1]["state"] == "COMPLETED"
+    assert ops["operations"][-1]["state_message"].startswith("deleting bucket "), (
+        "the delete's steps are shown: brokers stopped one by one, data, then the bucket"
+    )
+
+
+def test_every_command_was_checked_in_every_format() -> None:
+    assert {name: set(FORMATS) for name in cloudctl.commands} == COVERED
