@@ -40,6 +40,7 @@ from controlplane.objectstore import ObjectStoreManager
 from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 from dataplane.config import TOPIC_CONFIGS
+from dataplane.config.rules import validate_topic_configs
 from tiered.errors import ObjectStoreError
 from tiered.layout import cluster_prefix, parse_key
 from tiered.object_store import ObjectInfo, S3ObjectStore
@@ -169,22 +170,23 @@ def map_kafka_error(exc: KafkaResponseError, cluster: str, topic: str) -> errors
 def validate_topic_config(
     config: dict[str, str], remove: Sequence[str] = (), *, cluster: str = "", topic: str = ""
 ) -> None:
-    """Check topic settings against the broker's definitions; errors name the key (and the
-    cluster and topic given)."""
+    """Check topic settings with the brokers' own validation (``dataplane.config.rules``,
+    Kafka's messages), before anything is sent; errors name the key (and the cluster and
+    topic given). Rules that depend on a broker's state (existence, tiered storage being
+    enabled on it) are the brokers' to check."""
     about = {"cluster": cluster, "topic": topic}
     for key, value in config.items():
-        definition = TOPIC_CONFIGS.get(key)
-        if definition is None:
-            raise errors.InvalidConfig(f"unknown topic config {key!r}", **about, key=key)
         try:
-            definition.parse(value)
+            validate_topic_configs({key: value})
         except BrokerInvalidConfig as exc:
-            raise errors.InvalidConfig(
-                exc.message or f"invalid value {value!r} for {key}", **about, key=key
-            ) from None
+            raise errors.InvalidConfig(exc.message or str(exc), **about, key=key) from None
+    try:
+        validate_topic_configs(config)
+    except BrokerInvalidConfig as exc:
+        raise errors.InvalidConfig(exc.message or str(exc), **about) from None
     for key in remove:
         if key not in TOPIC_CONFIGS:
-            raise errors.InvalidConfig(f"unknown topic config {key!r}", **about, key=key)
+            raise errors.InvalidConfig(f"Unknown topic config name: {key}", **about, key=key)
 
 
 class TopicOps:
