@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -133,9 +134,14 @@ def write_context(env: Env, cluster: str | None) -> None:
     if cluster is None:
         path.unlink(missing_ok=True)
         return
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"cluster": cluster}, indent=2) + "\n")
-    tmp.replace(path)
+    # a temporary file of its own (two cloudctl at once must not share one), then an
+    # atomic rename: readers see the old context or the new one
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        tmp.write_text(json.dumps({"cluster": cluster}, indent=2) + "\n")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _resolve_cluster(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
