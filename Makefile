@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
+.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -55,6 +55,12 @@ kafka: java-deps
 franz-go:
 	@./tools/build-franz-go.sh || { rc=$$?; [[ $$rc == 2 || $$rc == 3 ]] || exit $$rc; echo "franz-go: not built; tests/peers will skip"; }
 
+# WebAssembly transform guests (tests/transforms, tests/dataplane transforms): Redpanda's Go SDK
+# examples, the batch ABI's C and AssemblyScript examples and the WAT reference guests, into
+# .cache/transforms (rebuilt only when their sources change)
+transform-guests:
+	@./tools/build-transform-guests.sh
+
 # franz-go's own integration tests against Apache Kafka 4.3.1 and Sluice, one row per test
 # (not part of `make test`: ~15 min). e.g. make test-peers PEERS_ARGS="--target sluice --tests GroupETL"
 test-peers: venv java-deps franz-go
@@ -78,7 +84,7 @@ lint: venv
 typecheck: venv
 	@$(VENV)/bin/mypy
 
-test: venv system-deps java-deps spark-kafka franz-go lint typecheck
+test: venv system-deps java-deps spark-kafka franz-go transform-guests lint typecheck
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 # The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:
