@@ -4,7 +4,7 @@ Nothing here parses bytes or knows the network; the server feeds decoded request
 handlers, which call into these parts. Metadata changes are decided by the active
 controller and reach every broker through the metadata log (``cluster``); this class
 reacts to what the log says (``_on_metadata``): partition replicas, deleted topics,
-dynamic configs.
+dynamic configs, transforms to run.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataplane.log.manager import LogManager
 from dataplane.metadata import TopicInfo
 from dataplane.remote.manager import RemoteLogManager
 from dataplane.replication.manager import ReplicaManager
+from dataplane.transforms.manager import TransformManager
 from wire.errors import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class Broker:
         self.groups = GroupCoordinator(
             config, self.metadata, self.cluster, self.replicas, self.logs
         )
+        self.transforms = TransformManager(
+            config, self.metadata, self.cluster, self.replicas, self.producer_ids
+        )
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self.static_config_values = dict(config.values)
@@ -88,10 +92,12 @@ class Broker:
         await self.groups.start()
         if self.remote is not None:
             await self.remote.start()
+        self.transforms.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(housekeeping_loop(self.logs, self.config)))
 
     async def stop(self) -> None:
+        await self.transforms.stop()
         await self.cluster.shut_down_gracefully()
         for task in self._tasks:
             task.cancel()
@@ -138,6 +144,7 @@ class Broker:
             self.apply_dynamic_configs()
         self.replicas.on_metadata(delta)
         self.groups.on_metadata(delta)
+        self.transforms.on_metadata(delta)
 
     def _remove_topic_locally(self, info: TopicInfo) -> None:
         """A deleted topic: its offsets go, its partition directories go in a task. Until

@@ -190,6 +190,17 @@ class GroupSubscribedToTopic(BrokerError):
     code = ErrorCode.group_subscribed_to_topic
 
 
+class TransformNotFound(BrokerError):
+    code = ErrorCode.resource_not_found
+
+
+class InvalidTransform(BrokerError):
+    """A deploy refused: the module or the definition is not acceptable (the message says
+    why and what to do)."""
+
+    code = ErrorCode.invalid_request
+
+
 class InvalidGroupId(BrokerError):
     code = ErrorCode.invalid_group_id
 

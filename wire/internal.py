@@ -14,7 +14,23 @@
                                     "segments": [tiered RemoteSegment dict]}}}},
                "pending_topic_deletions": [{"topic": str, "topic_id": str}]}
 
-Neither is announced in ApiVersions. Their schemas follow kio's conventions and name their
+- 32002 Transforms (any broker, for the control plane): deploy, pause, resume, delete and
+  describe WebAssembly transforms. ``operation`` names the action; ``payload`` is a JSON
+  document (version 1); ``module`` carries the WebAssembly binary of a deploy (empty
+  otherwise). A deploy is validated and its module stored by the broker that receives it,
+  then decided by the active controller (``operation`` "commit", broker to controller);
+  pause, resume and delete are decided by the controller (forwarded as they are); describe
+  answers from this broker's image and the runners it has (the partitions it leads)::
+
+    deploy:   {"version": 1, "name": str, "input_topic": str, "output_topics": [str],
+               "env": {str: str}}                        answer: {"transform": {...}}
+    commit:   {"version": 1, "transform": {...}}          (broker to controller)
+    pause / resume / delete: {"version": 1, "name": str}  answer: {"transform": {...}}
+    describe: {"version": 1, "names": [str] | null}
+              answer: {"transforms": [{...definition, "partitions": [{"partition": int,
+                       "state": str, "error": str, "committed_offset": int, "lag": int}]}]}
+
+None is announced in ApiVersions. Their schemas follow kio's conventions and name their
 response class in ``__response_schema__``; the codec and the clients look them up here
 before asking kio. No ``from __future__ import annotations`` here: kio reads the field
 types at run time.
@@ -31,6 +47,7 @@ from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 REMOTE_LOG_METADATA_KEY = 32000
 DESCRIBE_REMOTE_LOG_KEY = 32001
+TRANSFORMS_KEY = 32002
 PAYLOAD_VERSION = 1
 
 
@@ -93,9 +110,39 @@ class RemoteLogMetadataRequest:
     """Metadata records, JSON (``dataplane.cluster.records.encode``)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransformsResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(TRANSFORMS_KEY)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    payload: bytes = field(metadata={"kafka_type": "bytes"})
+    """The answer's JSON document (see above); empty on error."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransformsRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(TRANSFORMS_KEY)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    __response_schema__: ClassVar[type] = TransformsResponse
+    operation: str = field(metadata={"kafka_type": "string"})
+    """deploy, commit, pause, resume, delete or describe."""
+    payload: bytes = field(metadata={"kafka_type": "bytes"})
+    module: bytes = field(metadata={"kafka_type": "bytes"})
+    """The WebAssembly module of a deploy; empty for the other operations."""
+
+
 SCHEMAS: dict[int, dict[int, tuple[type, type]]] = {
     REMOTE_LOG_METADATA_KEY: {0: (RemoteLogMetadataRequest, RemoteLogMetadataResponse)},
     DESCRIBE_REMOTE_LOG_KEY: {0: (DescribeRemoteLogRequest, DescribeRemoteLogResponse)},
+    TRANSFORMS_KEY: {0: (TransformsRequest, TransformsResponse)},
 }
 
 

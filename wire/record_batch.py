@@ -710,6 +710,32 @@ def encode_batch(
     return _assemble(base_offset, leader_epoch, fields, payload)
 
 
+def batch_of_records(  # noqa: PLR0917 - the header fields a producer sets
+    records: bytes,
+    count: int,
+    timestamp_ms: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    codec: int = CODEC_NONE,
+) -> bytes:
+    """A batch around an already encoded, uncompressed records section of ``count`` records
+    whose offset deltas are 0..count-1 and timestamp deltas 0 (a transform's output): the
+    header, then the section compressed with ``codec``."""
+    payload = compress(codec, records) if count else b""
+    fields = (
+        codec if count else CODEC_NONE,
+        max(count - 1, 0),
+        timestamp_ms,
+        timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    return _assemble(0, -1, fields, payload)
+
+
 def encode_empty_batch(header: BatchHeader) -> bytes:
     """A batch with no records that keeps ``header``'s offsets and producer fields.
 

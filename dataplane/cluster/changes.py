@@ -106,6 +106,12 @@ class Changes:
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
         self.records.append(r.GroupConfig(group, dict(configs)))
 
+    def set_transform(self, transform: r.Transform) -> None:
+        self.records.append(transform)
+
+    def remove_transform(self, name: str) -> None:
+        self.records.append(r.RemoveTransform(name))
+
     def discard_after(self) -> None:
         for awaitable in self.after:
             if asyncio.iscoroutine(awaitable):

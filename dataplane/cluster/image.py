@@ -13,7 +13,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from dataplane.cluster import records as r
 from dataplane.metadata import TopicInfo
@@ -68,6 +68,8 @@ class Delta:
     remote: set[TopicPartition] = field(default_factory=set)
     """Partitions whose remote-tier metadata changed."""
     broker_configs: bool = False
+    transforms: set[str] = field(default_factory=set)
+    """Transforms deployed, changed or removed."""
 
 
 @dataclass(slots=True)
@@ -114,6 +116,8 @@ class MetadataImage:
         self.broker_configs: dict[str, dict[str, str]] = {}
         """Dynamic broker configs by scope: "" the cluster default, "N" broker N."""
         self.group_configs: dict[str, dict[str, str]] = {}
+        self.transforms: dict[str, r.Transform] = {}
+        """Deployed transforms by name."""
         """Dynamic configs of groups by group id (GROUP config resources)."""
         self.next_producer_id = 1000
         self.remote: dict[TopicPartition, RemoteLog] = {}
@@ -197,6 +201,12 @@ class MetadataImage:
             else:
                 self.broker_configs.pop(rec.scope, None)
             delta.broker_configs = True
+        elif isinstance(rec, r.Transform):
+            self.transforms[rec.name] = rec
+            delta.transforms.add(rec.name)
+        elif isinstance(rec, r.RemoveTransform):
+            self.transforms.pop(rec.name, None)
+            delta.transforms.add(rec.name)
         elif isinstance(rec, r.GroupConfig):
             if rec.configs:
                 self.group_configs[rec.group] = dict(rec.configs)
@@ -322,6 +332,7 @@ class MetadataImage:
             ],
             "broker_configs": self.broker_configs,
             "group_configs": self.group_configs,
+            "transforms": [asdict(t) for t in self.transforms.values()],
             "next_producer_id": self.next_producer_id,
             "remote": [
                 {
@@ -349,6 +360,8 @@ class MetadataImage:
             self._apply_partition(r.Partition(**p), delta)
         self.broker_configs = {k: dict(v) for k, v in doc["broker_configs"].items()}
         self.group_configs = {k: dict(v) for k, v in doc.get("group_configs", {}).items()}
+        self.transforms = {t["name"]: r.Transform(**t) for t in doc.get("transforms", [])}
+        delta.transforms.update(self.transforms)
         self.next_producer_id = int(doc["next_producer_id"])
         self.remote = {}
         for item in doc.get("remote", []):

@@ -140,6 +140,32 @@ class RemoteTopicDeleted:
     topic_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class Transform:
+    """A deployed WebAssembly transform, its whole definition (a redeploy replaces it; its
+    committed progress is kept). The module is stored, content-addressed by
+    ``module_sha256``, in the internal topic ``__sluice_transform_modules``."""
+
+    name: str
+    input_topic: str
+    output_topics: list[str]
+    env: dict[str, str]
+    module_sha256: str
+    module_size: int
+    abi: str
+    """Which ABI the module imports (``transforms`` package's names)."""
+    deployed: int
+    """The metadata entry that deployed this version (runners restart when it changes)."""
+    paused: bool = False
+    resumed: int = 0
+    """Bumped by every resume: partitions that failed restart from their committed offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTransform:
+    name: str
+
+
 Record = (
     RegisterBroker
     | FenceBroker
@@ -155,6 +181,8 @@ Record = (
     | RemoteSegmentDeleted
     | RemoteLogStart
     | RemoteTopicDeleted
+    | Transform
+    | RemoveTransform
 )
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
@@ -173,6 +201,8 @@ _TYPES: dict[str, type[Any]] = {
         RemoteSegmentDeleted,
         RemoteLogStart,
         RemoteTopicDeleted,
+        Transform,
+        RemoveTransform,
     )
 }
 

@@ -19,6 +19,7 @@ from dataplane.config.defs import (
     L,
     S,
 )
+from dataplane.config.transform_table import TRANSFORM_CONFIGS
 from tiered.config import ObjectStoreSettings
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
@@ -492,5 +493,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             )
             for key in ObjectStoreSettings.keys()  # noqa: SIM118 - a classmethod
         ],
+        *TRANSFORM_CONFIGS,
     ]
 }

@@ -49,6 +49,7 @@ from dataplane.handlers import (
     produce,
     remote_log_metadata,
     sync_group,
+    transforms,
     unregister_broker,
 )
 from dataplane.handlers._versions import SUPPORTED_VERSIONS
@@ -95,6 +96,7 @@ MODULES: tuple[ModuleType, ...] = (
     produce,
     remote_log_metadata,
     sync_group,
+    transforms,
     unregister_broker,
 )
 

@@ -1,0 +1,1 @@
+"""Transforms on the broker: see README.md."""
