@@ -42,8 +42,15 @@ def produce(bootstrap: str, topic: str, values: list[str]) -> None:
 
 
 def consumer(bootstrap: str, group: str, topic: str) -> Any:
-    return KafkaConsumer(
-        topic,
+    """A member subscribed to ``topic`` once it knows the topic's partitions.
+
+    kafka-python 3.0.12 can hang in a rebalance when its first join completes before its
+    first metadata answer: the leader assigns nothing ("No partition metadata"), rejoins at
+    once when the metadata arrives, and from then on neither heartbeats nor joins again
+    (seen 1 in 9 runs; the coordinator expires the member 6 s later and the consumer never
+    comes back). Fetching the topic's metadata before subscribing, as an application that
+    checks its topic at start does, keeps the first assignment whole."""
+    member = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
         auto_offset_reset="earliest",
@@ -53,6 +60,12 @@ def consumer(bootstrap: str, group: str, topic: str) -> Any:
         fetch_max_wait_ms=100,
         metadata_max_age_ms=1000,
     )
+    deadline = time.monotonic() + DEADLINE
+    while len(member.partitions_for_topic(topic)) < PARTITIONS:
+        assert time.monotonic() < deadline, f"{topic}: no metadata in {DEADLINE} s"
+        time.sleep(0.1)
+    member.subscribe([topic])
+    return member
 
 
 def poll(consumers: list[Any], received: dict[int, list[str]]) -> None:
