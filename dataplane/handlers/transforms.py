@@ -16,6 +16,7 @@ a missing topic, RESOURCE_NOT_FOUND for an unknown transform; the message says w
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import logging
@@ -44,6 +45,8 @@ from wire.internal import TransformsRequest
 API_KEY = resp.TRANSFORMS_KEY
 INTERNAL = True
 ZERO = datetime.timedelta(0)
+TOPIC_WAIT_S = 2.0
+"""How long a deploy waits for this broker's metadata to show topics it does not know yet."""
 log = logging.getLogger(__name__)
 
 
@@ -73,6 +76,7 @@ async def _deploy(ctx: RequestContext, doc: dict[str, Any], module: bytes) -> An
             [str(t) for t in doc.get("output_topics", [])],
             {str(k): str(v) for k, v in dict(doc.get("env", {})).items()},
         )
+        await _topics_replayed(ctx, (spec.input_topic, *spec.output_topics))
         _check_topics(ctx.broker.metadata.topics, spec.input_topic, spec.output_topics)
         digest = await manager.modules.store(module, manager._producer())
         definition = r.Transform(
@@ -92,6 +96,28 @@ async def _deploy(ctx: RequestContext, doc: dict[str, Any], module: bytes) -> An
         return _error(ctx, exc)
     log.info("deployed transform %s (module %s)", spec.name, digest[:12])
     return _answer(ctx, {"transform": committed})
+
+
+async def _topics_replayed(ctx: RequestContext, names: tuple[str, ...]) -> None:
+    """Give this broker's image up to TOPIC_WAIT_S to replay topics the controller may have
+    just created (a deploy right after CreateTopics through another broker); the controller
+    checks again when it records the deploy."""
+    image = ctx.broker.metadata
+    if all(n in image.topics for n in names):
+        return
+    known = asyncio.Event()
+
+    def seen(_delta: Any) -> None:
+        if all(n in image.topics for n in names):
+            known.set()
+
+    image.listeners.append(seen)
+    try:
+        await asyncio.wait_for(known.wait(), TOPIC_WAIT_S)
+    except TimeoutError:
+        pass
+    finally:
+        image.listeners.remove(seen)
 
 
 async def _commit(ctx: RequestContext, definition: r.Transform) -> dict[str, Any]:

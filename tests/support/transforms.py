@@ -69,13 +69,25 @@ class TransformsAdmin:
         return self.call("delete", {"name": name})["transform"]
 
     def describe(self, name: str | None = None) -> list[dict[str, Any]]:
-        """Every broker's view merged: the definitions of the first, the partitions of all."""
+        """Every broker's view merged: the definitions of the first that knows each, the
+        partitions of all."""
         names = None if name is None else [name]
         merged: dict[str, dict[str, Any]] = {}
+        missing: TransformsError | None = None
         for address in self.bootstraps:
-            for entry in self.call("describe", {"names": names}, address=address)["transforms"]:
+            try:
+                found = self.call("describe", {"names": names}, address=address)["transforms"]
+            except TransformsError as exc:
+                # a broker that has not replayed the deploy yet knows no such transform
+                if exc.code != ErrorCode.resource_not_found:
+                    raise
+                missing = exc
+                continue
+            for entry in found:
                 seen = merged.setdefault(entry["name"], {**entry, "partitions": []})
                 seen["partitions"].extend(entry["partitions"])
+        if missing is not None and not merged:
+            raise missing
         for entry in merged.values():
             entry["partitions"].sort(key=lambda p: p["partition"])
         return list(merged.values())
