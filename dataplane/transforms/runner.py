@@ -31,7 +31,7 @@ from dataplane.cluster import records as r
 from dataplane.cluster.image import MetadataImage
 from dataplane.replication.partition import Partition
 from dataplane.transforms.producer import OutputProducer
-from transforms import InputBatch, TransformFailure, TransformResult
+from transforms import InputBatch, InputRecord, TransformFailure, TransformResult
 from wire.errors import BrokerError
 from wire.record_batch import CONTROL_BIT, iter_headers
 
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 1.0
 """A runner with nothing to read wakes at least this often (leadership, deletion)."""
 BACKOFF_S = (0.1, 5.0)
+MERGE_RECORDS = 500
+"""Stored batches smaller than this are merged into one guest call (``chunks``)."""
 ERROR_TEXT_CHARS = 400
 """The guest's own words kept in a failed partition's error (all of them go to the logs)."""
 
@@ -177,25 +179,16 @@ class Runner:
             if not batches:
                 position = max(position + 1, plog.log_start_offset)  # a gap (compaction)
                 continue
-            for batch in batches:
-                position = await self._one(instance, producer, batch, position)
+            for chunk in chunks(batches, position):
+                position = await self._one(instance, producer, chunk)
             await self.ctx.commit(self.transform, p, position)
             self.status.committed_offset = position
 
-    async def _one(
-        self, instance: Instance, producer: OutputProducer, batch: bytes, position: int
-    ) -> int:
-        """Process one stored batch (its records at or after ``position``); the next
-        position."""
-        header = iter_headers(batch).__next__()
-        if header.attributes & CONTROL_BIT:
-            return header.last_offset + 1
-        input_batch = InputBatch.from_kafka(batch)
-        if header.base_offset < position:
-            kept = [rec for rec in input_batch.decode() if rec.offset >= position]
-            if not kept:
-                return header.last_offset + 1
-            input_batch = InputBatch.of(kept, leader_epoch=header.leader_epoch)
+    async def _one(self, instance: Instance, producer: OutputProducer, chunk: Chunk) -> int:
+        """Process one chunk of stored batches as one guest call; the next position."""
+        input_batch = chunk.batch
+        if input_batch is None:
+            return chunk.next_position
         result = await instance.aprocess(input_batch)
         _, p = self.key
         for out in result.outputs:
@@ -209,10 +202,10 @@ class Runner:
             await self.ctx.write_logs(
                 self.transform, p, [(line.stream.value, line.text) for line in result.logs]
             )
-        self.status.processed += header.record_count
+        self.status.processed += chunk.records
         self.status.fuel_used += result.fuel_used
-        self.status.position = header.last_offset + 1
-        return header.last_offset + 1
+        self.status.position = chunk.next_position
+        return chunk.next_position
 
     async def _failed(self, failure: TransformFailure) -> None:
         name, p = self.key
@@ -226,3 +219,48 @@ class Runner:
         lines.append(("stderr", f"transform failed: {error}"))
         with contextlib.suppress(BrokerError, OSError, TimeoutError):
             await self.ctx.write_logs(self.transform, p, lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Input for one guest call: consecutive stored batches (their records at or after the
+    position), or nothing to run (control batches, records already processed)."""
+
+    batch: InputBatch | None
+    records: int
+    next_position: int
+
+
+def chunks(batches: Sequence[bytes], position: int) -> list[Chunk]:
+    """Group the stored batches of one read into guest calls. A large batch is one call as
+    stored (its records section handed over as it is, decompressed); consecutive small ones
+    (under MERGE_RECORDS records together, as a producer with linger.ms=0 writes them) are
+    merged into one call, so each call, output write and commit carries many records."""
+    out: list[Chunk] = []
+    pending: list[InputRecord] = []
+    epoch = 0
+
+    def flush(next_position: int) -> None:
+        if pending:
+            merged = InputBatch.of(pending, leader_epoch=epoch)
+            out.append(Chunk(merged, len(pending), next_position))
+            pending.clear()
+
+    for stored in batches:
+        header = next(iter_headers(stored))
+        after = header.last_offset + 1
+        if not header.attributes & CONTROL_BIT:
+            if header.base_offset >= position and header.record_count >= MERGE_RECORDS:
+                flush(position)
+                out.append(Chunk(InputBatch.from_kafka(stored), header.record_count, after))
+            else:
+                kept = [x for x in InputBatch.from_kafka(stored).decode() if x.offset >= position]
+                if len(pending) + len(kept) > MERGE_RECORDS:
+                    flush(position)
+                pending.extend(kept)
+                epoch = header.leader_epoch
+        position = after
+    flush(position)
+    if not out or out[-1].next_position < position:
+        out.append(Chunk(None, 0, position))  # control batches, records already processed
+    return out
