@@ -180,3 +180,13 @@ def test_every_package_has_a_readme() -> None:
     packages |= {REPO / "tests", REPO / "bench"}
     missing = sorted(str(p.relative_to(REPO)) for p in packages if not (p / "README.md").exists())
     assert not missing
+
+
+def test_transform_engine_imports_only_wire() -> None:
+    """The engine knows nothing of brokers: the broker drives it (dataplane/transforms)."""
+    bad = {
+        m: sorted(t for t in GRAPH[m] if _top(t) not in {"transforms", "wire"})
+        for m in GRAPH
+        if _top(m) == "transforms"
+    }
+    assert not {m: t for m, t in bad.items() if t}
