@@ -175,6 +175,10 @@ class LogLine:
     text: str
 
 
+RECYCLE_FRACTION = 0.75
+"""See ``TransformResult.memory_nearly_full``."""
+
+
 @dataclass(frozen=True, slots=True)
 class TransformResult:
     """The outcome of one call: what to produce, what to log, and what to commit."""
@@ -186,6 +190,19 @@ class TransformResult:
     logs: tuple[LogLine, ...]
     fuel_used: int
     """Compute used (wasmtime fuel), for metering."""
+    memory_bytes: int = 0
+    """The guest's linear memory after the call (it only grows)."""
+    memory_limit: int = 0
+    """The most it may grow to (``transforms.memory.max.bytes`` or the module's maximum)."""
+
+    @property
+    def memory_nearly_full(self) -> bool:
+        """Over RECYCLE_FRACTION of the limit: a caller should start a fresh instance before
+        the next batch. Go's runtime on wasip1 never schedules its background GC worker while
+        Redpanda's SDK loops in read/write host calls, so a Go guest that allocates per
+        record grows until it runs out of memory (the Go JSON filter after ~420,000 records
+        of 100 B in 64 MiB); a fresh instance starts with an empty heap."""
+        return self.memory_limit > 0 and self.memory_bytes > self.memory_limit * RECYCLE_FRACTION
 
     def records(self) -> list[OutputRecord]:
         """Every output record, decoded (topic by topic, in write order within each)."""

@@ -520,6 +520,8 @@ class _Driver:
             outputs=tuple(outputs),
             logs=self.logs.take(),
             fuel_used=self.budget - self.store.get_fuel(),
+            memory_bytes=self.guest.size,
+            memory_limit=self.memory_limit,
         )
 
     def _failure(self, reason: FailureReason, message: str, guest_text: str) -> TransformFailure:

@@ -97,6 +97,9 @@ class Runner:
         self.ctx = ctx
         self.status = RunnerStatus()
         self._task: asyncio.Task[None] | None = None
+        self._instance: Instance | None = None
+        self.recycled = 0
+        """Fresh instances started because the guest's memory was nearly full."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -130,10 +133,9 @@ class Runner:
         name, p = self.key
         delay = BACKOFF_S[0]
         while True:
-            instance: Instance | None = None
             try:
-                instance = await self.ctx.new_instance(self.transform, p)
-                await self._loop(instance)
+                self._instance = await self.ctx.new_instance(self.transform, p)
+                await self._loop()
                 return
             except TransformFailure as failure:
                 await self._failed(failure)
@@ -149,10 +151,11 @@ class Runner:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_S[1])
             finally:
-                if instance is not None:
-                    instance.close()
+                if self._instance is not None:
+                    self._instance.close()
+                    self._instance = None
 
-    async def _loop(self, instance: Instance) -> None:
+    async def _loop(self) -> None:
         name, p = self.key
         plog = self.partition.plog
         committed = await self.ctx.committed(self.transform, p)
@@ -180,16 +183,23 @@ class Runner:
                 position = max(position + 1, plog.log_start_offset)  # a gap (compaction)
                 continue
             for chunk in chunks(batches, position):
-                position = await self._one(instance, producer, chunk)
+                position = await self._one(producer, chunk)
             await self.ctx.commit(self.transform, p, position)
             self.status.committed_offset = position
 
-    async def _one(self, instance: Instance, producer: OutputProducer, chunk: Chunk) -> int:
+    async def _one(self, producer: OutputProducer, chunk: Chunk) -> int:
         """Process one chunk of stored batches as one guest call; the next position."""
         input_batch = chunk.batch
-        if input_batch is None:
+        if input_batch is None or self._instance is None:
             return chunk.next_position
-        result = await instance.aprocess(input_batch)
+        result = await self._instance.aprocess(input_batch)
+        if result.memory_nearly_full:
+            # between batches a guest keeps nothing that matters (Redpanda restarts its VMs
+            # too): a fresh instance for the next batch, with an empty heap
+            self._instance.close()
+            self._instance = None
+            self._instance = await self.ctx.new_instance(self.transform, self.partition.index)
+            self.recycled += 1
         _, p = self.key
         for out in result.outputs:
             info = self.ctx.image.topics.get(out.topic)
