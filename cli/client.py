@@ -79,6 +79,7 @@ class Api:
         self.groups = self.client.groups
         self.operations = self.client.operations
         self.logs = self.client.logs
+        self.transforms = self.client.transforms
 
     def reconnect(self) -> None:
         """A new channel to the control plane, wherever it now runs (a restarted control
@@ -148,6 +149,12 @@ BY_REASON: dict[int, Callable[[ApiError, Env], CliError]] = {
     ),
     epb.BROKER_NOT_FOUND: _hint("`cloudctl describe-cluster {cluster}` lists its brokers"),
     epb.OPERATION_NOT_FOUND: _hint("list operations with `cloudctl list-operations`"),
+    epb.TRANSFORM_NOT_FOUND: _hint(
+        "list transforms with `cloudctl list-transforms --cluster {cluster}`"
+    ),
+    epb.INVALID_TRANSFORM: _hint(
+        "nothing was deployed or changed; fix the module or the definition and deploy again"
+    ),
 }
 """Errors told apart by their reason (the ErrorInfo the control plane attaches)."""
 

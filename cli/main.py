@@ -1,9 +1,9 @@
 """``cloudctl``: the command line of the Sluice control plane.
 
 One module per noun (daemon.py, context.py, cluster.py, operation.py, logs.py, topic.py,
-group.py, data.py); options.py holds the options every noun shares (the grammar of
-cli/README.md), output.py and formats.py the output; client.py finds and talks to the control
-plane. Exit codes: 0 success, 1 error (one line on stderr, ``cloudctl: error: WHAT (what to
+group.py, data.py, transform.py); options.py holds the options every noun shares (the grammar
+of cli/README.md), output.py and formats.py the output; client.py finds and talks to the
+control plane. Exit codes: 0 success, 1 error (one line on stderr, ``cloudctl: error: WHAT (what to
 do)``), 2 usage error, 130 interrupted. ``cloudctl`` alone prints the help and exits 0.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from cli import cluster, context, daemon, data, group, logs, operation, topic
+from cli import cluster, context, daemon, data, group, logs, operation, topic, transform
 from cli.client import Env
 from cli.options import add_global_options, global_options
 from cli.output import CliError
@@ -31,6 +31,7 @@ SECTIONS = [
     ("Topics (--cluster C)", topic.COMMANDS),
     ("Consumer groups (--cluster C)", group.COMMANDS),
     ("Records (--cluster C)", data.COMMANDS),
+    ("Transforms (--cluster C)", transform.COMMANDS),
 ]
 
 

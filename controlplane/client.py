@@ -38,6 +38,7 @@ from proto.sluice.v1 import (
     logs_pb2_grpc,
     operations_pb2_grpc,
     topics_pb2_grpc,
+    transforms_pb2_grpc,
 )
 from proto.sluice.v1 import errors_pb2 as epb
 
@@ -47,6 +48,14 @@ TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
 PID_FILE = "controlplane.pid"
 DEFAULT_TIMEOUT = 30.0
 TOKEN_VARIABLE = "SLUICE_TOKEN"  # noqa: S105 - the variable's name, not a secret
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Largest request of the API: the client's send limit and the server's receive limit
+(gRPC's default receive limit is 4 MiB). DeployTransform carries a WebAssembly module, up to
+the brokers' ``transforms.module.max.bytes`` (10 MiB by default; Redpanda's too): with room
+above it, a module the brokers find too large reaches them and gets their INVALID_TRANSFORM,
+which names the setting, rather than gRPC's RESOURCE_EXHAUSTED. A cluster that raises the
+setting above this (it goes up to 512 MiB) deploys such modules with Kafka tools, not
+through the API."""
 ERROR_DOMAIN = "sluice.dev"
 """``ErrorInfo.domain`` of the control plane's errors (the server sets it from here)."""
 
@@ -200,7 +209,9 @@ class Client:
 
     def __init__(self, endpoint: str, token: str) -> None:
         self.endpoint = endpoint
-        self.channel = grpc.insecure_channel(endpoint)
+        self.channel = grpc.insecure_channel(
+            endpoint, options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+        )
         self.metadata = (("authorization", f"Bearer {token}"),)
         self.clusters = clusters_pb2_grpc.ClustersStub(self.channel)
         self.topics = topics_pb2_grpc.TopicsStub(self.channel)
@@ -208,6 +219,7 @@ class Client:
         self.groups = groups_pb2_grpc.GroupsStub(self.channel)
         self.operations = operations_pb2_grpc.OperationsStub(self.channel)
         self.logs = logs_pb2_grpc.LogsStub(self.channel)
+        self.transforms = transforms_pb2_grpc.TransformsStub(self.channel)
 
     def call(
         self, method: Callable[..., Any], request: Any, timeout: float = DEFAULT_TIMEOUT

@@ -55,6 +55,13 @@ class InvalidConfig(BadRequest):
     reason = epb.INVALID_CONFIG
 
 
+class InvalidTransform(BadRequest):
+    """A transform's module or definition refused (by the brokers' validation, or the
+    name's rule): nothing changed."""
+
+    reason = epb.INVALID_TRANSFORM
+
+
 class Conflict(ControlPlaneError):
     """The thing to create exists already (a base: raise a subclass, which has a reason)."""
 
@@ -93,6 +100,12 @@ class BrokerNotFound(NotFound):
 
 class OperationNotFound(NotFound):
     reason = epb.OPERATION_NOT_FOUND
+
+
+class TransformNotFound(NotFound):
+    """No transform of that name in the cluster (metadata ``transform``)."""
+
+    reason = epb.TRANSFORM_NOT_FOUND
 
 
 class PreconditionFailed(ControlPlaneError):

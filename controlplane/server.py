@@ -27,7 +27,9 @@ from controlplane.api.logs import LogsService
 from controlplane.api.operations import OperationsService
 from controlplane.api.status import StatusService
 from controlplane.api.topics import TopicsService
+from controlplane.api.transforms import TransformsService
 from controlplane.auth import BearerTokenInterceptor, ensure_token
+from controlplane.client import MAX_MESSAGE_BYTES
 from controlplane.config import Settings
 from controlplane.frontend import ClusterFrontend
 from controlplane.groups import GroupOps
@@ -35,6 +37,7 @@ from controlplane.objectstore import ObjectStoreManager
 from controlplane.reconciler import ClusterManager
 from controlplane.store import Store
 from controlplane.topics import TopicOps
+from controlplane.transforms import TransformOps
 from proto.sluice.v1 import (
     clusters_pb2,
     clusters_pb2_grpc,
@@ -48,6 +51,8 @@ from proto.sluice.v1 import (
     operations_pb2_grpc,
     topics_pb2,
     topics_pb2_grpc,
+    transforms_pb2,
+    transforms_pb2_grpc,
 )
 
 log = logging.getLogger("sluice.controlplane")
@@ -63,6 +68,7 @@ SERVICE_NAMES = (
     groups_pb2.DESCRIPTOR.services_by_name["Groups"].full_name,
     operations_pb2.DESCRIPTOR.services_by_name["Operations"].full_name,
     logs_pb2.DESCRIPTOR.services_by_name["Logs"].full_name,
+    transforms_pb2.DESCRIPTOR.services_by_name["Transforms"].full_name,
 )
 
 
@@ -128,7 +134,11 @@ class ControlPlane:
             self.settings.topic_default_replication_factor,
         )
 
-        server = grpc.aio.server(interceptors=[BearerTokenInterceptor(token)])
+        server = grpc.aio.server(
+            interceptors=[BearerTokenInterceptor(token)],
+            # DeployTransform carries a module (gRPC takes 4 MiB by default): see the constant
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+        )
         try:
             port = server.add_insecure_port(self.listen)
         except RuntimeError:
@@ -146,6 +156,9 @@ class ControlPlane:
         )
         operations_pb2_grpc.add_OperationsServicer_to_server(OperationsService(self.store), server)
         logs_pb2_grpc.add_LogsServicer_to_server(LogsService(self.store, self.settings), server)
+        transforms_pb2_grpc.add_TransformsServicer_to_server(
+            TransformsService(TransformOps(self.store, timeout)), server
+        )
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
             StatusService(self.manager, self.endpoint, time.time(), self.request_stop), server
         )

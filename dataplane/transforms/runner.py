@@ -120,8 +120,8 @@ class Runner:
     def lag(self) -> int:
         """Input records not yet processed (committed offsets, as a consumer group's)."""
         start = self.status.committed_offset
-        if start < 0:
-            start = self.partition.plog.log_start_offset
+        if start < 0:  # nothing committed: from where this runner started
+            start = max(self.status.position, self.partition.plog.log_start_offset)
         return max(0, self.partition.plog.high_watermark - start)
 
     def _set(self, state: RunnerState, error: str = "") -> None:
@@ -159,10 +159,10 @@ class Runner:
         name, p = self.key
         plog = self.partition.plog
         committed = await self.ctx.committed(self.transform, p)
+        self.status.committed_offset = committed  # -1: nothing committed yet
         if committed < 0:
             committed = plog.high_watermark if self.ctx.start_from_latest else plog.log_start_offset
         position = max(committed, plog.log_start_offset)
-        self.status.committed_offset = committed
         self.status.position = position
         producer = self.ctx.new_producer()
         await producer.reset()

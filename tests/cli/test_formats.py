@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import wasmtime
 import yaml
 
 from cli.main import cloudctl
 from tests.cli.conftest import SHARED_CLUSTER, Cloud
+from tests.conftest import REPO
 from tests.controlplane.harness import wait_until
 
 COVERED: dict[str, set[str]] = {}
@@ -403,6 +405,68 @@ def test_records_and_groups(small: Cloud) -> None:
         each_format(small, lambda fmt: ["delete-group", "--cluster", CLUSTER, f"fmt-g-{fmt}"])
     )
     assert all(d["deleted"] for d in deleted)
+
+
+TRANSFORM_IN = "fmt-x-in"
+WAT_IDENTITY = REPO / "transforms" / "examples" / "wat" / "identity.wat"
+
+
+def test_transform_commands(shared_cloud: Cloud, tmp_path: Path) -> None:
+    """One transform per format (the WAT identity: compiled here, nothing to build) on one
+    input topic, each to its own output."""
+    wasm = tmp_path / "identity.wasm"
+    wasm.write_bytes(wasmtime.wat2wasm(WAT_IDENTITY.read_text()))
+    for topic in (TRANSFORM_IN, *(f"fmt-x-out-{fmt}" for fmt in FORMATS)):
+        run_ok(shared_cloud, "create-topic", "--cluster", CLUSTER, topic, "--partitions", "1")
+    deployed = same_shape(
+        each_format(
+            shared_cloud,
+            lambda fmt: [
+                "deploy-transform", "--cluster", CLUSTER, "--name", f"fmt-x-{fmt}",
+                "--file", str(wasm), "--input-topic", TRANSFORM_IN,
+                "--output-topic", f"fmt-x-out-{fmt}", "--var", "K=V",
+            ],
+        )
+    )  # fmt: skip
+    assert all((t["version"], t["abi"], t["env"]) == (1, "batch", {"K": "V"}) for t in deployed)
+
+    def running() -> bool:
+        found = json.loads(
+            run_ok(shared_cloud, "list-transforms", "--cluster", CLUSTER, "-o", "json").stdout
+        )
+        states = {t["name"]: t["state"] for t in found["transforms"]}
+        return all(states.get(f"fmt-x-{fmt}") == "RUNNING" for fmt in FORMATS)
+
+    wait_until(running, 120, "the transforms running")
+    listed = read_only(shared_cloud, "list-transforms", "--cluster", CLUSTER)
+    assert {f"fmt-x-{fmt}" for fmt in FORMATS} <= {t["name"] for t in listed["transforms"]}
+    described = read_only(shared_cloud, "describe-transform", "--cluster", CLUSTER, "fmt-x-json")
+    assert [p["state"] for p in described["partitions"]] == ["PARTITION_RUNNING"]
+    assert (
+        read_only(shared_cloud, "transform-logs", "--cluster", CLUSTER, "fmt-x-json", stream=True)
+        == []
+    ), "the WAT identity logs nothing"
+    paused = same_shape(
+        each_format(
+            shared_cloud,
+            lambda fmt: ["pause-transform", "--cluster", CLUSTER, f"fmt-x-{fmt}"],
+        )
+    )
+    assert all(t["state"] == "PAUSED" for t in paused)
+    resumed = same_shape(
+        each_format(
+            shared_cloud,
+            lambda fmt: ["resume-transform", "--cluster", CLUSTER, f"fmt-x-{fmt}"],
+        )
+    )
+    assert all(t["state"] != "PAUSED" for t in resumed)
+    deleted = same_shape(
+        each_format(
+            shared_cloud,
+            lambda fmt: ["delete-transform", "--cluster", CLUSTER, f"fmt-x-{fmt}"],
+        )
+    )
+    assert all((d["existed"], d["deleted"]) == (True, True) for d in deleted)
 
 
 def test_deletes(small: Cloud) -> None:

@@ -108,6 +108,8 @@ def test_the_nouns_are_known() -> None:
         "offsets",
         "produce",
         "consume",
+        "transform",
+        "transforms",
     }
 
 

@@ -14,7 +14,8 @@ def test_generated_code_is_fresh() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["clusters", "topics", "controlplane", "errors", "groups", "operations", "logs"]
+    "module",
+    ["clusters", "topics", "controlplane", "errors", "groups", "operations", "logs", "transforms"],
 )
 def test_stubs_import(module: str) -> None:
     importlib.import_module(f"proto.sluice.v1.{module}_pb2")

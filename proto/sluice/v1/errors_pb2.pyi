@@ -29,6 +29,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GROUP_NOT_EMPTY: _ClassVar[ErrorReason]
     BROKER_NOT_FOUND: _ClassVar[ErrorReason]
     OPERATION_NOT_FOUND: _ClassVar[ErrorReason]
+    TRANSFORM_NOT_FOUND: _ClassVar[ErrorReason]
+    INVALID_TRANSFORM: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 CONTROL_PLANE_UNAVAILABLE: ErrorReason
 TOKEN_INVALID: ErrorReason
@@ -52,3 +54,5 @@ GROUP_NOT_FOUND: ErrorReason
 GROUP_NOT_EMPTY: ErrorReason
 BROKER_NOT_FOUND: ErrorReason
 OPERATION_NOT_FOUND: ErrorReason
+TRANSFORM_NOT_FOUND: ErrorReason
+INVALID_TRANSFORM: ErrorReason
