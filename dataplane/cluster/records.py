@@ -155,7 +155,8 @@ class Transform:
     abi: str
     """Which ABI the module imports (``transforms`` package's names)."""
     deployed: int
-    """The metadata entry that deployed this version (runners restart when it changes)."""
+    """The version: 1 for the first deploy of this name, one more for each redeploy (again 1
+    after a delete); runners restart when it changes."""
     paused: bool = False
     resumed: int = 0
     """Bumped by every resume: partitions that failed restart from their committed offset."""

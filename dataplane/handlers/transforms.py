@@ -20,6 +20,7 @@ import asyncio
 import datetime
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -59,8 +60,10 @@ def handle(ctx: RequestContext, request: TransformsRequest) -> Any:
             return _deploy(ctx, doc, bytes(request.module))
         if request.operation == "describe":
             return _answer(ctx, {"transforms": _describe(ctx, doc.get("names"))})
-        if request.operation in ("commit", "pause", "resume", "delete"):
+        if request.operation == "commit":
             return via_controller(ctx, request, _decide)
+        if request.operation in ("pause", "resume", "delete"):
+            return via_controller(ctx, request, _decide, _applied(ctx, request.operation))
         raise InvalidRequest(f"unknown transforms operation {request.operation!r}")
     except (BrokerError, ValueError) as exc:
         return _error(ctx, exc)
@@ -145,6 +148,26 @@ def _remote_error(response: Any) -> BrokerError:
     error = BrokerError(response.error_message or ErrorCode(response.error_code).name)
     error.code = response.error_code
     return error
+
+
+def _applied(ctx: RequestContext, operation: str) -> Callable[[Any], bool]:
+    """For a forwarded pause, resume or delete: true once this broker's image shows it, so
+    the caller's next describe here sees its own change."""
+    image = ctx.broker.metadata
+
+    def settled(response: Any) -> bool:
+        if response.error_code != ErrorCode.none:
+            return True
+        decided = json.loads(response.payload)["transform"]
+        current = image.transforms.get(decided["name"])
+        if operation == "delete":
+            return current is None or current.deployed > decided["deployed"]
+        return current is not None and (
+            current.deployed > decided["deployed"]
+            or (current.paused, current.resumed) == (decided["paused"], decided["resumed"])
+        )
+
+    return settled
 
 
 def _decide(ctx: RequestContext, request: TransformsRequest, changes: Changes) -> Any:

@@ -42,6 +42,8 @@ IDLE_WAIT_S = 1.0
 BACKOFF_S = (0.1, 5.0)
 MERGE_RECORDS = 500
 """Stored batches smaller than this are merged into one guest call (``chunks``)."""
+STOP_GRACE_S = 2.0
+"""How long a stop waits for the round in progress to commit before it cancels it."""
 ERROR_TEXT_CHARS = 400
 """The guest's own words kept in a failed partition's error (all of them go to the logs)."""
 
@@ -98,6 +100,9 @@ class Runner:
         self.status = RunnerStatus()
         self._task: asyncio.Task[None] | None = None
         self._instance: Instance | None = None
+        self._busy = False
+        """A round is between its read and its commit."""
+        self._stopping = False
         self.recycled = 0
         """Fresh instances started because the guest's memory was nearly full."""
 
@@ -109,8 +114,14 @@ class Runner:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        """Stop after the round in progress, if any, has committed (up to STOP_GRACE_S), so
+        a pause or a redeploy does not repeat outputs; then cancel."""
         task, self._task = self._task, None
         if task is not None:
+            self._stopping = True
+            if self._busy:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), STOP_GRACE_S)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -151,6 +162,7 @@ class Runner:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_S[1])
             finally:
+                self._busy = False
                 if self._instance is not None:
                     self._instance.close()
                     self._instance = None
@@ -182,10 +194,14 @@ class Runner:
             if not batches:
                 position = max(position + 1, plog.log_start_offset)  # a gap (compaction)
                 continue
+            self._busy = True
             for chunk in chunks(batches, position):
                 position = await self._one(producer, chunk)
             await self.ctx.commit(self.transform, p, position)
             self.status.committed_offset = position
+            self._busy = False
+            if self._stopping:
+                return
 
     async def _one(self, producer: OutputProducer, chunk: Chunk) -> int:
         """Process one chunk of stored batches as one guest call; the next position."""
