@@ -44,6 +44,35 @@ READ_BUFFER = 256 * 1024
 """Bytes of the per-connection read buffer; larger frames get a buffer of their own."""
 
 
+class RequestMemory:
+    """Bytes of large frames held by the broker (``queued.max.request.bytes``), as Kafka's
+    MemoryPool: a frame too large for its connection's read buffer is granted its size
+    before it is received and gives it back once handled. A connection refused a grant
+    stops reading (its bytes wait in the kernel, the client is slowed by TCP) and is
+    resumed, oldest first, when memory is given back. When nothing is held, any frame is
+    granted, so no frame within socket.request.max.bytes waits forever."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.waiting: deque[KafkaConnection] = deque()
+
+    def grant(self, size: int) -> bool:
+        if self.limit >= 0 and self.used > 0 and self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.used -= size
+        if self.waiting and (self.limit < 0 or self.used < self.limit):
+            # each waiting connection tries once, in order; those refused again queue up
+            # anew behind any that a grant let through
+            waiting, self.waiting = self.waiting, deque()
+            for connection in waiting:
+                connection.memory_available()
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """One client connection.
 
@@ -53,13 +82,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
     copied between arrival and decoding.
     """
 
-    def __init__(self, broker: Broker, connections: set[KafkaConnection]) -> None:
+    def __init__(
+        self, broker: Broker, connections: set[KafkaConnection], memory: RequestMemory
+    ) -> None:
         self.broker = broker
         self.connections = connections
+        self.memory = memory
+        self._awaiting_memory = False
         self.max_frame = broker.config.get_int("socket.request.max.bytes")
         self.max_queued = broker.config.get_int("queued.max.requests.per.connection")
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.host = "?"
         self._buf = bytearray(READ_BUFFER)
         self._view = memoryview(self._buf)
         self._start = 0  # first unparsed byte in _buf
@@ -78,11 +112,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.host = str(peer[0]) if peer else "?"
+        limit = self.broker.config.get_int("max.connections.per.ip")
+        if sum(1 for c in self.connections if c.host == self.host) >= limit:
+            self.close(f"{self.host} already holds {limit} connections (max.connections.per.ip)")
+            return
         self.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.connections.discard(self)
+        if self._big is not None:
+            self.memory.give_back(len(self._big))
+            self._big = None
+        if self._awaiting_memory:
+            self._awaiting_memory = False
+            self.memory.waiting.remove(self)
         for task in self._tasks:
             task.cancel()
 
@@ -96,13 +141,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _update_reading(self) -> None:
         assert self.transport is not None
-        should_pause = self._writing_paused or len(self._queue) >= self.max_queued
+        should_pause = (
+            self._writing_paused or self._awaiting_memory or len(self._queue) >= self.max_queued
+        )
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
         elif not should_pause and self._reading_paused and not self._closed:
             self._reading_paused = False
             self.transport.resume_reading()
+
+    def memory_available(self) -> None:
+        """Called by RequestMemory: try the frame that waited for memory again."""
+        self._awaiting_memory = False
+        if self._closed:
+            return
+        self._parse()
+        self._update_reading()
 
     def close(self, reason: str) -> None:
         if self._closed:
@@ -130,7 +185,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._big_filled += nbytes
             if self._big_filled == len(big):
                 self._big = None
-                self._handle_frame(memoryview(big).toreadonly())  # kio reads read-only buffers
+                # kio reads read-only buffers; the grant is given back once it is handled
+                self._handle_frame(memoryview(big).toreadonly(), held=len(big))
             return
         self._end += nbytes
         self._parse()
@@ -152,7 +208,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._handle_frame(frame)
                 continue
             if size > len(buf) - 4:
-                # Too large for the shared buffer: receive the rest into its own buffer.
+                # Too large for the shared buffer: receive the rest into its own buffer,
+                # once the broker's memory for large frames allows it.
+                if not self.memory.grant(size):
+                    self._awaiting_memory = True
+                    self.memory.waiting.append(self)
+                    self._update_reading()
+                    break
                 big = bytearray(size)
                 big[:have] = self._view[pos + 4 : end]
                 self._big, self._big_filled = big, have
@@ -162,26 +224,48 @@ class KafkaConnection(asyncio.BufferedProtocol):
             pos = end = 0
         self._start, self._end = pos, end
 
-    def _handle_frame(self, frame: bytes | memoryview) -> None:
-        head = peek_header(frame)
-        key, version = head.api_key, head.api_version
+    def _handle_frame(self, frame: bytes | memoryview, held: int = 0) -> None:
+        """Handle one request; ``held``: bytes of RequestMemory its frame holds, given back
+        once the handler is done with it (when its task ends, for an asynchronous one)."""
+        task: asyncio.Future[None] | None = None
+        try:
+            task = self._dispatch(frame)
+        finally:
+            if held and task is None:
+                self.memory.give_back(held)
+            elif held and task is not None:
+                task.add_done_callback(lambda _t: self.memory.give_back(held))
+
+    def _served(self, key: int, version: int, correlation_id: int) -> Any:
+        """The handler of API ``key`` at ``version``, or None (the connection was closed, or
+        ApiVersions was answered with UNSUPPORTED_VERSION)."""
         served = SERVED.get(key)
         if served is None:
             self.close(f"unknown or unsupported API key {key}")
-            return
+            return None
         low, high = served.versions
-        if not low <= version <= high:
-            if key == API_VERSIONS:
-                self._enqueue_ready(head.correlation_id, unsupported_version_response())
-                return
+        if low <= version <= high:
+            return served
+        if key == API_VERSIONS:
+            self._enqueue_ready(correlation_id, unsupported_version_response())
+        else:
             self.close(f"API key {key} version {version} is not supported (range {low}-{high})")
-            return
+        return None
+
+    def _dispatch(self, frame: bytes | memoryview) -> asyncio.Future[None] | None:
+        """Decode and hand the request to its handler; the task that awaits an
+        asynchronous handler's answer, else None."""
+        head = peek_header(frame)
+        key, version = head.api_key, head.api_version
+        served = self._served(key, version, head.correlation_id)
+        if served is None:
+            return None
         try:
             header, request = decode_request(frame, key, version)
         except Exception as exc:  # kio raises a variety of errors on malformed input
             log.debug("malformed frame from %s: %s", self.peer, frame[:256].hex())
             self.close(f"malformed request (API {key} v{version}): {type(exc).__name__}: {exc}")
-            return
+            return None
         ctx = RequestContext(
             self.broker, key, version, head.correlation_id, header.client_id, self.peer
         )
@@ -190,7 +274,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("handler of API %d v%d failed; closing %s", key, version, self.peer)
             self.close("internal error")
-            return
+            return None
         if isinstance(result, Awaitable):
             slot = _Slot()
             self._queue.append(slot)
@@ -198,8 +282,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             self._update_reading()
-        elif result is not None:
+            return task
+        if result is not None:
             self._enqueue_ready(head.correlation_id, result)
+        return None
 
     def _enqueue_ready(self, correlation_id: int, response: Any) -> None:
         if not self._queue and self.transport is not None:
@@ -238,13 +324,14 @@ class KafkaServer:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.connections: set[KafkaConnection] = set()
+        self.memory = RequestMemory(broker.config.get_int("queued.max.request.bytes"))
         self.server: asyncio.Server | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         config = self.broker.config
         self.server = await loop.create_server(
-            lambda: KafkaConnection(self.broker, self.connections),
+            lambda: KafkaConnection(self.broker, self.connections, self.memory),
             config.listen_host,
             config.listen_port,
             reuse_address=True,

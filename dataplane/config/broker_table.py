@@ -143,6 +143,25 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=1024,
         ),
         ConfigDef(
+            "queued.max.request.bytes",
+            L,
+            256 * 1024 * 1024,
+            "Bytes of large request frames (over the 256 KiB read buffer of a connection) the "
+            "broker holds at once, from their first byte until they are handled; a connection "
+            "whose next frame does not fit stops being read until memory is released "
+            "(backpressure). One frame is always let through when nothing else is held, so a "
+            "frame up to socket.request.max.bytes is never refused. -1: no limit (Kafka's "
+            "default).",
+            minimum=-1,
+        ),
+        ConfigDef(
+            "max.connections.per.ip",
+            I,
+            1000,
+            "Connections one client address may hold open; more are closed as they arrive.",
+            minimum=1,
+        ),
+        ConfigDef(
             "queued.max.requests.per.connection",
             I,
             500,
