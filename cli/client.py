@@ -24,6 +24,7 @@ from controlplane.client import (
     Client,
     Env,
     home_dir,
+    write_token_file,
 )
 from proto.sluice.v1 import errors_pb2 as epb
 
@@ -39,6 +40,7 @@ __all__ = [
     "explain",
     "home_dir",
     "token_of",
+    "write_token_file",
 ]
 
 

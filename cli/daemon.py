@@ -35,7 +35,7 @@ import click
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cli.client import ENDPOINT_FILE, PID_FILE, TOKEN_FILE, Api, ApiError, Env
+from cli.client import ENDPOINT_FILE, PID_FILE, TOKEN_FILE, Api, ApiError, Env, write_token_file
 from cli.options import output_option
 from cli.output import CliError, emit, fields, progress, rfc3339, status_json
 from proto.sluice.v1 import controlplane_pb2
@@ -525,4 +525,40 @@ def status(env: Env, output: str) -> None:
     )
 
 
-COMMANDS = [up, down, status]
+@click.command("rotate-token")
+@click.option(
+    "--grace",
+    type=click.IntRange(0, 3600),
+    default=0,
+    show_default=True,
+    help="Seconds the previous token stays valid (clients that read the token file later).",
+)
+@output_option
+@click.pass_obj
+def rotate_token(env: Env, grace: int, output: str) -> None:
+    """Replace the control plane's API token with a new random one.
+
+    The control plane writes it to its token file; when this cloudctl's token file is
+    another (a different --home), cloudctl writes it there too. The token is never printed.
+    """
+    api = Api(env)
+    try:
+        reply = api.call(
+            api.status.RotateToken, controlplane_pb2.RotateTokenRequest(grace_seconds=grace), 10
+        )
+    finally:
+        api.close()
+    mine = env.token_path
+    if Path(reply.token_file).resolve() != mine.resolve():
+        write_token_file(mine, reply.token)
+    until = rfc3339(reply.previous_valid_until) if reply.HasField("previous_valid_until") else ""
+    result = {"token_file": str(mine), "previous_valid_until": until}
+    text = f"API token rotated; the new one is in {mine}" + (
+        f"; the previous one is valid until {until}" if until else ""
+    )
+    if env.token_override:
+        text += f" (cloudctl took its token from {env.token_source()}: update it)"
+    emit(output, result, text)
+
+
+COMMANDS = [up, down, status, rotate_token]

@@ -2,7 +2,8 @@
 
 The token lives in ``$SLUICE_HOME/token`` (mode 0600). Every RPC except gRPC health checking
 must carry ``authorization: Bearer <token>`` (the scheme in any case, as RFC 9110 has it); a
-missing or wrong token gets UNAUTHENTICATED (ErrorInfo reason TOKEN_INVALID).
+missing or wrong token gets UNAUTHENTICATED (ErrorInfo reason TOKEN_INVALID). ``RotateToken``
+(``cloudctl rotate-token``) replaces it; the previous one may stay valid for a grace period.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from controlplane.client import write_token_file
 from controlplane.errors import Unauthenticated, rich_status
 
 TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
@@ -42,6 +45,42 @@ def read_token(home: Path) -> str:
     return (home / TOKEN_FILE).read_text().strip()
 
 
+MAX_GRACE_S = 3600
+"""The longest a rotated-out token may stay valid."""
+
+
+class Tokens:
+    """The token the API accepts, and the previous one during a rotation's grace period."""
+
+    def __init__(self, home: Path, token: str) -> None:
+        self.path = home / TOKEN_FILE
+        self._current = token.encode()
+        self._previous: bytes | None = None
+        self._previous_until = 0.0
+
+    def accepts(self, given: bytes) -> bool:
+        if hmac.compare_digest(given, self._current):
+            return True
+        previous = self._previous
+        return (
+            previous is not None
+            and time.monotonic() < self._previous_until
+            and hmac.compare_digest(given, previous)
+        )
+
+    def rotate(self, grace_s: int) -> str:
+        """A new random token, written to the token file before it is accepted; the current
+        one stays valid ``grace_s`` seconds more (0: no longer)."""
+        if not 0 <= grace_s <= MAX_GRACE_S:
+            raise ValueError(f"the grace period is 0 to {MAX_GRACE_S} seconds, not {grace_s}")
+        token = secrets.token_urlsafe(32)
+        write_token_file(self.path, token)
+        self._previous = self._current if grace_s else None
+        self._previous_until = time.monotonic() + grace_s
+        self._current = token.encode()
+        return token
+
+
 def bearer_token(value: str | bytes) -> bytes | None:
     """The token of an ``authorization`` value ``Bearer <token>``; the scheme is
     case-insensitive (RFC 9110: ``bearer``, ``BEARER`` ...), spaces around the token are
@@ -54,8 +93,8 @@ def bearer_token(value: str | bytes) -> bytes | None:
 
 
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, token: str) -> None:
-        self._expected = token.encode()
+    def __init__(self, tokens: Tokens) -> None:
+        self.tokens = tokens
 
     def _allowed(self, details: grpc.HandlerCallDetails) -> bool:
         if details.method.startswith(PUBLIC_PREFIXES):
@@ -63,7 +102,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
         for key, value in details.invocation_metadata or ():
             if key == "authorization":
                 given = bearer_token(value)
-                return given is not None and hmac.compare_digest(given, self._expected)
+                return given is not None and self.tokens.accepts(given)
         return False
 
     async def intercept_service(

@@ -243,3 +243,14 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """Replace a token file atomically (a reader sees the old token or the new one, never a
+    partial file), mode 0600 from the start."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    os.replace(tmp, path)

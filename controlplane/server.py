@@ -28,7 +28,7 @@ from controlplane.api.operations import OperationsService
 from controlplane.api.status import StatusService
 from controlplane.api.topics import TopicsService
 from controlplane.api.transforms import TransformsService
-from controlplane.auth import BearerTokenInterceptor, ensure_token
+from controlplane.auth import BearerTokenInterceptor, Tokens, ensure_token
 from controlplane.client import MAX_MESSAGE_BYTES
 from controlplane.config import Settings
 from controlplane.frontend import ClusterFrontend
@@ -119,7 +119,7 @@ class ControlPlane:
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.home / "logs").mkdir(exist_ok=True)
         self._lock()
-        token = ensure_token(self.home)
+        tokens = Tokens(self.home, ensure_token(self.home))
         self.store = Store(self.home / STATE_DB)
         self.object_store = ObjectStoreManager(
             self.home, self.store, self.settings, self.s3_endpoint
@@ -135,7 +135,7 @@ class ControlPlane:
         )
 
         server = grpc.aio.server(
-            interceptors=[BearerTokenInterceptor(token)],
+            interceptors=[BearerTokenInterceptor(tokens)],
             # DeployTransform carries a module (gRPC takes 4 MiB by default): see the constant
             options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
         )
@@ -160,7 +160,8 @@ class ControlPlane:
             TransformsService(TransformOps(self.store, timeout)), server
         )
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
-            StatusService(self.manager, self.endpoint, time.time(), self.request_stop), server
+            StatusService(self.manager, self.endpoint, time.time(), self.request_stop, tokens),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(

@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable
 
 import grpc
 
 from controlplane import errors
 from controlplane.api.common import rpc, timestamp
+from controlplane.auth import Tokens
 from controlplane.reconciler import ClusterManager
 from proto.sluice.v1 import controlplane_pb2 as pb
 from proto.sluice.v1 import controlplane_pb2_grpc as pb_grpc
 
 VERSION = "0.1.0"
+log = logging.getLogger(__name__)
 
 
 class StatusService(pb_grpc.ControlPlaneServicer):
@@ -24,8 +28,10 @@ class StatusService(pb_grpc.ControlPlaneServicer):
         endpoint: str,
         started_at: float,
         request_stop: Callable[[], None],
+        tokens: Tokens,
     ) -> None:
         self.manager = manager
+        self.tokens = tokens
         self.endpoint = endpoint
         self.started_at = started_at
         self.request_stop = request_stop
@@ -95,3 +101,18 @@ class StatusService(pb_grpc.ControlPlaneServicer):
         processes = self.processes()
         self.request_stop()
         return pb.ShutdownResponse(processes=processes)
+
+    @rpc
+    async def RotateToken(
+        self, request: pb.RotateTokenRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RotateTokenResponse:
+        grace = request.grace_seconds
+        try:
+            token = self.tokens.rotate(grace)
+        except ValueError as exc:
+            raise errors.BadRequest(str(exc)) from None
+        log.info("API token rotated (the previous one valid %d s more)", grace)
+        answer = pb.RotateTokenResponse(token=token, token_file=str(self.tokens.path))
+        if grace:
+            answer.previous_valid_until.CopyFrom(timestamp(time.time() + grace))
+        return answer

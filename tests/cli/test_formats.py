@@ -491,5 +491,16 @@ def test_deletes(small: Cloud) -> None:
     )
 
 
+def test_rotate_token(cloud: Cloud) -> None:
+    """On a control plane of its own (the shared one's clients keep their token); a grace
+    period so that the three formats may run at once."""
+    done = each_format(cloud, lambda fmt: ["rotate-token", "--grace", "60"])
+    as_json, _ = same_shape(done)
+    assert as_json["token_file"] == str(cloud.home / "token")
+    assert as_json["previous_valid_until"].endswith("Z")
+    token = (cloud.home / "token").read_text().strip()
+    assert all(token not in d.stdout + d.stderr for d in done.values()), "the token was printed"
+
+
 def test_every_command_was_checked_in_every_format() -> None:
     assert {name: set(FORMATS) for name in cloudctl.commands} == COVERED

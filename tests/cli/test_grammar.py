@@ -42,7 +42,7 @@ CLUSTER_COMMANDS = {
 }
 """The cluster noun: the cluster NAME is their argument (list-clusters, list-operations and
 describe-operation aside: all clusters, NAME optional, an operation id)."""
-CONTROL_PLANE_COMMANDS = {"up", "down", "status", "use-cluster"}
+CONTROL_PLANE_COMMANDS = {"up", "down", "status", "use-cluster", "rotate-token"}
 """Of no cluster."""
 
 

@@ -25,27 +25,31 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"proto/sluice/v1/controlplane.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x12\n\x10GetStatusRequest\"\xa9\x02\n\x06Status\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x0c\n\x04home\x18\x03 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bs3_endpoint\x18\x06 \x01(\t\x12\x0f\n\x07s3_note\x18\x07 \x01(\t\x12\x10\n\x08\x63lusters\x18\x08 \x01(\x05\x12\x17\n\x0f\x62rokers_running\x18\t \x01(\x05\x12\x32\n\x0cobject_store\x18\n \x01(\x0b\x32\x1c.sluice.v1.ObjectStoreStatus\x12,\n\tprocesses\x18\x0b \x03(\x0b\x32\x19.sluice.v1.ManagedProcess\"\x1e\n\x0fShutdownRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"@\n\x10ShutdownResponse\x12,\n\tprocesses\x18\x01 \x03(\x0b\x32\x19.sluice.v1.ManagedProcess\"z\n\x0eManagedProcess\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.sluice.v1.ProcessKind\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12\x16\n\tbroker_id\x18\x04 \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_broker_id\"\x87\x01\n\x11ObjectStoreStatus\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x64\x61ta_dir\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x11\n\tanswering\x18\x06 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t*\x82\x01\n\x0bProcessKind\x12\x1c\n\x18PROCESS_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1aPROCESS_KIND_CONTROL_PLANE\x10\x01\x12\x1c\n\x18PROCESS_KIND_EMBEDDED_S3\x10\x02\x12\x17\n\x13PROCESS_KIND_BROKER\x10\x03\x32\x90\x01\n\x0c\x43ontrolPlane\x12;\n\tGetStatus\x12\x1b.sluice.v1.GetStatusRequest\x1a\x11.sluice.v1.Status\x12\x43\n\x08Shutdown\x12\x1a.sluice.v1.ShutdownRequest\x1a\x1b.sluice.v1.ShutdownResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"proto/sluice/v1/controlplane.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"+\n\x12RotateTokenRequest\x12\x15\n\rgrace_seconds\x18\x01 \x01(\x05\"r\n\x13RotateTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x12\n\ntoken_file\x18\x02 \x01(\t\x12\x38\n\x14previous_valid_until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x12\n\x10GetStatusRequest\"\xa9\x02\n\x06Status\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x0c\n\x04home\x18\x03 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bs3_endpoint\x18\x06 \x01(\t\x12\x0f\n\x07s3_note\x18\x07 \x01(\t\x12\x10\n\x08\x63lusters\x18\x08 \x01(\x05\x12\x17\n\x0f\x62rokers_running\x18\t \x01(\x05\x12\x32\n\x0cobject_store\x18\n \x01(\x0b\x32\x1c.sluice.v1.ObjectStoreStatus\x12,\n\tprocesses\x18\x0b \x03(\x0b\x32\x19.sluice.v1.ManagedProcess\"\x1e\n\x0fShutdownRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"@\n\x10ShutdownResponse\x12,\n\tprocesses\x18\x01 \x03(\x0b\x32\x19.sluice.v1.ManagedProcess\"z\n\x0eManagedProcess\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.sluice.v1.ProcessKind\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x0f\n\x07\x63luster\x18\x03 \x01(\t\x12\x16\n\tbroker_id\x18\x04 \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_broker_id\"\x87\x01\n\x11ObjectStoreStatus\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x10\n\x08\x64\x61ta_dir\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x11\n\tanswering\x18\x06 \x01(\x08\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t*\x82\x01\n\x0bProcessKind\x12\x1c\n\x18PROCESS_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1aPROCESS_KIND_CONTROL_PLANE\x10\x01\x12\x1c\n\x18PROCESS_KIND_EMBEDDED_S3\x10\x02\x12\x17\n\x13PROCESS_KIND_BROKER\x10\x03\x32\xde\x01\n\x0c\x43ontrolPlane\x12;\n\tGetStatus\x12\x1b.sluice.v1.GetStatusRequest\x1a\x11.sluice.v1.Status\x12\x43\n\x08Shutdown\x12\x1a.sluice.v1.ShutdownRequest\x1a\x1b.sluice.v1.ShutdownResponse\x12L\n\x0bRotateToken\x12\x1d.sluice.v1.RotateTokenRequest\x1a\x1e.sluice.v1.RotateTokenResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.sluice.v1.controlplane_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PROCESSKIND']._serialized_start=763
-  _globals['_PROCESSKIND']._serialized_end=893
-  _globals['_GETSTATUSREQUEST']._serialized_start=82
-  _globals['_GETSTATUSREQUEST']._serialized_end=100
-  _globals['_STATUS']._serialized_start=103
-  _globals['_STATUS']._serialized_end=400
-  _globals['_SHUTDOWNREQUEST']._serialized_start=402
-  _globals['_SHUTDOWNREQUEST']._serialized_end=432
-  _globals['_SHUTDOWNRESPONSE']._serialized_start=434
-  _globals['_SHUTDOWNRESPONSE']._serialized_end=498
-  _globals['_MANAGEDPROCESS']._serialized_start=500
-  _globals['_MANAGEDPROCESS']._serialized_end=622
-  _globals['_OBJECTSTORESTATUS']._serialized_start=625
-  _globals['_OBJECTSTORESTATUS']._serialized_end=760
-  _globals['_CONTROLPLANE']._serialized_start=896
-  _globals['_CONTROLPLANE']._serialized_end=1040
+  _globals['_PROCESSKIND']._serialized_start=924
+  _globals['_PROCESSKIND']._serialized_end=1054
+  _globals['_ROTATETOKENREQUEST']._serialized_start=82
+  _globals['_ROTATETOKENREQUEST']._serialized_end=125
+  _globals['_ROTATETOKENRESPONSE']._serialized_start=127
+  _globals['_ROTATETOKENRESPONSE']._serialized_end=241
+  _globals['_GETSTATUSREQUEST']._serialized_start=243
+  _globals['_GETSTATUSREQUEST']._serialized_end=261
+  _globals['_STATUS']._serialized_start=264
+  _globals['_STATUS']._serialized_end=561
+  _globals['_SHUTDOWNREQUEST']._serialized_start=563
+  _globals['_SHUTDOWNREQUEST']._serialized_end=593
+  _globals['_SHUTDOWNRESPONSE']._serialized_start=595
+  _globals['_SHUTDOWNRESPONSE']._serialized_end=659
+  _globals['_MANAGEDPROCESS']._serialized_start=661
+  _globals['_MANAGEDPROCESS']._serialized_end=783
+  _globals['_OBJECTSTORESTATUS']._serialized_start=786
+  _globals['_OBJECTSTORESTATUS']._serialized_end=921
+  _globals['_CONTROLPLANE']._serialized_start=1057
+  _globals['_CONTROLPLANE']._serialized_end=1279
 # @@protoc_insertion_point(module_scope)

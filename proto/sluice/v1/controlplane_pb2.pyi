@@ -18,6 +18,22 @@ PROCESS_KIND_CONTROL_PLANE: ProcessKind
 PROCESS_KIND_EMBEDDED_S3: ProcessKind
 PROCESS_KIND_BROKER: ProcessKind
 
+class RotateTokenRequest(_message.Message):
+    __slots__ = ("grace_seconds",)
+    GRACE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    grace_seconds: int
+    def __init__(self, grace_seconds: _Optional[int] = ...) -> None: ...
+
+class RotateTokenResponse(_message.Message):
+    __slots__ = ("token", "token_file", "previous_valid_until")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FILE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    token_file: str
+    previous_valid_until: _timestamp_pb2.Timestamp
+    def __init__(self, token: _Optional[str] = ..., token_file: _Optional[str] = ..., previous_valid_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class GetStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -44,6 +44,11 @@ class ControlPlaneStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownResponse.FromString,
                 _registered_method=True)
+        self.RotateToken = channel.unary_unary(
+                '/sluice.v1.ControlPlane/RotateToken',
+                request_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.RotateTokenRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.RotateTokenResponse.FromString,
+                _registered_method=True)
 
 
 class ControlPlaneServicer(object):
@@ -64,6 +69,15 @@ class ControlPlaneServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateToken(self, request, context):
+        """Replaces the API token with a new random one, written to $SLUICE_HOME/token (0600)
+        before this answers. The token that made this call stays valid for grace_seconds (0:
+        not at all once this answers), so clients that read the file later can finish.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlPlaneServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +90,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.Shutdown,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownResponse.SerializeToString,
+            ),
+            'RotateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateToken,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.RotateTokenRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_controlplane__pb2.RotateTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +151,33 @@ class ControlPlane(object):
             '/sluice.v1.ControlPlane/Shutdown',
             proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_controlplane__pb2.ShutdownResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.ControlPlane/RotateToken',
+            proto_dot_sluice_dot_v1_dot_controlplane__pb2.RotateTokenRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_controlplane__pb2.RotateTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,
