@@ -23,9 +23,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tiered.access_keys import AccessKey  # noqa: E402
 from tiered.config import MiB, ObjectStoreSettings  # noqa: E402
 from tiered.embedded_s3 import EmbeddedS3, free_port  # noqa: E402
 from tiered.object_store import S3ObjectStore  # noqa: E402
+
+ADMIN = AccessKey("bench", "bench", admin=True)
 
 
 def store_for(endpoint: str) -> S3ObjectStore:
@@ -82,13 +85,13 @@ def main() -> None:
     print(f"object {args.mib} MiB, {args.ranges} ranged GETs of 1 MiB; {os.cpu_count()} CPUs")
 
     with tempfile.TemporaryDirectory(prefix="bench-s3-") as tmp:
-        server = EmbeddedS3(Path(tmp) / "data").start()
+        server = EmbeddedS3(Path(tmp) / "data", admin=ADMIN).start()
         try:
             measure("embedded (durable)", server.endpoint, data, args.ranges)
         finally:
             server.kill()
         started = time.perf_counter()
-        server = EmbeddedS3(Path(tmp) / "data", port=server.port).start()
+        server = EmbeddedS3(Path(tmp) / "data", port=server.port, admin=ADMIN).start()
         print(
             f"{'embedded restart':<28} {time.perf_counter() - started:.2f} s to reload "
             f"{args.mib} MiB and listen"

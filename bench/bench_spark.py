@@ -67,7 +67,7 @@ from spark.source import SluiceReader
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
 from tests.support.spark_session import local_session, stock_connector_jars, stop_session
-from tests.support.tiering import data_source_options
+from tests.support.tiering import TEST_ADMIN, data_source_options
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.layout import segment_keys
 
@@ -440,7 +440,7 @@ def measure(mib: int, counts: list[int], runs: int, workdir: Path | None) -> dic
     out: dict[str, Any] = {"load_before": os.getloadavg(), "mib": mib, "runs": runs}
     records = mib * MiB // RECORD
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-spark-", dir=workdir))
-    s3 = EmbeddedS3(work / "s3")
+    s3 = EmbeddedS3(work / "s3", admin=TEST_ADMIN)
     settings = broker_settings(s3.endpoint, CACHE, chunk_bytes=CHUNK)
     broker = BrokerProcess(work / "broker", settings)
     topics = [Topic(f"backfill-{p}", p, records) for p in counts]

@@ -62,6 +62,7 @@ from bench.common import REPO, Others, cpu_seconds, replace_section
 from controlplane.kafka import Admin
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.tiering import TEST_ADMIN
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
@@ -397,7 +398,7 @@ def measure(mib: int, runs: int, workdir: Path | None, readahead: int = 1) -> di
     count = mib * MiB // RECORD
     out["records"] = count
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-tiered-", dir=workdir))
-    s3 = EmbeddedS3(work / "s3")
+    s3 = EmbeddedS3(work / "s3", admin=TEST_ADMIN)
     cache_bytes = max(256 * MiB, 2 * mib * MiB)
     broker = BrokerProcess(work / "broker", broker_settings(s3.endpoint, cache_bytes, readahead))
     out["cache_mib"] = cache_bytes // MiB

@@ -72,6 +72,7 @@ class Buckets(ReconcilerBase):
         if self._bucket_task is not None:  # a create in flight must not outlive the delete
             await asyncio.wait([self._bucket_task])
         self.set_state(cluster, ClusterState.DELETING, f"deleting bucket {cluster.s3_bucket}")
+        objects.forget_cluster_keys(cluster.s3_bucket)  # its brokers are stopped
         try:
             deleted = await objects.delete_bucket(cluster.s3_endpoint, cluster.s3_bucket)
         except ObjectStoreError as exc:

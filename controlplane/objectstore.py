@@ -15,8 +15,15 @@ Embedded (the default): ``python -m tiered.embedded_s3 --data-dir $SLUICE_HOME/s
 
 External (``cloudctl up --s3-endpoint URL``): the URL is used as given and nothing is started.
 Credentials come from boto3's default chain in the control plane's environment
-(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile...). The embedded server accepts
-any credentials; the control plane signs with fixed ones (``EMBEDDED_CREDENTIALS``).
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile...).
+
+Credentials of the embedded server (it checks Signature V4 on every request,
+``tiered.s3_auth``): the control plane generates them and keeps them in the server's key file
+(``$SLUICE_HOME/s3/access-keys.json``, 0600, ``tiered.access_keys``), which the server re-reads
+when it changes. The control plane signs with its admin key (buckets, find-orphans, probes);
+each cluster gets two keys scoped to its bucket: read-write for its brokers (in their
+environment, never on a command line) and read-only for clients (``GetCluster``). A deleted
+cluster's keys are removed. Keys are never logged.
 
 Every cluster gets its own bucket (:func:`bucket_name`): its reconciler creates it (and retries
 until the store answers); deleting the cluster deletes its objects and the bucket (best effort).
@@ -28,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import http.client
 import logging
 import os
 import time
@@ -39,6 +47,7 @@ from botocore.exceptions import NoCredentialsError, PartialCredentialsError
 from controlplane.config import Settings
 from controlplane.process import BrokerProcess, free_port, is_zombie, port_free, read_cmdline
 from controlplane.store import Store
+from tiered.access_keys import KEYS_FILE, AccessKey, KeyFile, generate
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.errors import ObjectNotFound, ObjectStoreError, ObjectStoreUnavailable, map_error
@@ -48,8 +57,7 @@ log = logging.getLogger("sluice.controlplane.objectstore")
 
 EMBEDDED_HOST = "127.0.0.1"
 EMBEDDED_MODULE = "tiered.embedded_s3"
-EMBEDDED_CREDENTIALS = ("sluice", "sluice-embedded")
-"""Access key id and secret the control plane signs with for the embedded server (any work)."""
+ADMIN_KEY_NAME = "controlplane"
 PORT_SETTING = "s3.embedded.port"
 ENDPOINT_SETTING = "s3.endpoint"
 MODE_SETTING = "s3.mode"
@@ -128,6 +136,8 @@ class ObjectStoreManager:
         self.settings = settings
         self.external = external
         self.data_dir = home / "s3"
+        self.keys = KeyFile(self.data_dir / KEYS_FILE)
+        self._admin: AccessKey | None = None
         self.log_path = home / "logs" / "embedded-s3.log"
         self.port = 0
         self.proc: EmbeddedS3Process | None = None
@@ -196,15 +206,76 @@ class ObjectStoreManager:
         read_timeout_ms: int | None = None,
         max_attempts: int = 3,
     ) -> ObjectStoreSettings:
-        """Settings to reach ``bucket`` at ``endpoint`` (static credentials for our server)."""
-        key_id, secret = (None, None)
-        if self.embedded and endpoint == self.endpoint:
-            key_id, secret = EMBEDDED_CREDENTIALS
+        """The control plane's own settings to reach ``bucket`` at ``endpoint`` (its admin
+        key for our server; boto3's default chain for another)."""
+        key = self.admin_key() if self.is_embedded(endpoint) else None
+        return self._settings(
+            endpoint,
+            bucket,
+            key,
+            connect_timeout_ms=connect_timeout_ms,
+            read_timeout_ms=read_timeout_ms,
+            max_attempts=max_attempts,
+        )
+
+    def cluster_settings(
+        self, endpoint: str, bucket: str, *, read_only: bool
+    ) -> ObjectStoreSettings:
+        """Settings with the cluster's own key for our server (scoped to ``bucket``: read-write
+        for its brokers, read-only for clients), made on first use; for another store, no
+        credentials (boto3's default chain)."""
+        key = self.cluster_key(bucket, read_only=read_only) if self.is_embedded(endpoint) else None
+        return self._settings(endpoint, bucket, key)
+
+    def is_embedded(self, endpoint: str) -> bool:
+        return self.embedded and endpoint == self.endpoint
+
+    def admin_key(self) -> AccessKey:
+        """The control plane's admin key of the embedded server (made on first use)."""
+        if self._admin is None:
+            found = next((k for k in self.keys.load() if k.name == ADMIN_KEY_NAME), None)
+            if found is None:
+                found = generate(ADMIN_KEY_NAME, admin=True)
+                self.keys.put(found)
+            self._admin = found
+        return self._admin
+
+    def cluster_key(self, bucket: str, *, read_only: bool) -> AccessKey:
+        """The key of a cluster's bucket (read-write or read-only), made on first use."""
+        for key in self.keys.load():
+            if not key.admin and key.buckets == (bucket,) and key.read_only == read_only:
+                return key
+        key = generate(
+            f"{bucket} {'readers' if read_only else 'brokers'}",
+            buckets=(bucket,),
+            read_only=read_only,
+        )
+        self.keys.put(key)
+        log.info(
+            "object store: new %s key for bucket %s", "read-only" if read_only else "broker", bucket
+        )
+        return key
+
+    def forget_cluster_keys(self, bucket: str) -> None:
+        """Remove the keys of a deleted cluster's bucket (they stop working at once)."""
+        if self.embedded:
+            self.keys.remove(lambda k: k.admin or k.buckets != (bucket,))
+
+    def _settings(
+        self,
+        endpoint: str,
+        bucket: str,
+        key: AccessKey | None,
+        *,
+        connect_timeout_ms: int = 2_000,
+        read_timeout_ms: int | None = None,
+        max_attempts: int = 3,
+    ) -> ObjectStoreSettings:
         return ObjectStoreSettings(
             endpoint=endpoint or None,
             bucket=bucket,
-            access_key_id=key_id,
-            secret_access_key=secret,
+            access_key_id=key.access_key_id if key is not None else None,
+            secret_access_key=key.secret_access_key if key is not None else None,
             connect_timeout_ms=connect_timeout_ms,
             read_timeout_ms=read_timeout_ms or self.settings.s3_request_timeout_ms,
             max_attempts=max_attempts,
@@ -237,14 +308,30 @@ class ObjectStoreManager:
             self.store.set_setting(ENDPOINT_SETTING, self.endpoint)
             log.info("object store: external endpoint %s", self.endpoint)
             return
+        self.admin_key()  # in the key file before the server reads it
+        in_use = {c.s3_bucket for c in self.store.list_clusters() if c.s3_bucket}
+        dropped = self.keys.remove(lambda k: k.admin or set(k.buckets) <= in_use)
+        if dropped:
+            log.info("object store: removed %d key(s) of clusters that are gone", dropped)
         recorded = int(self.store.get_setting(PORT_SETTING, "0") or 0)
         procs = [EmbeddedS3Process(pid, str(self.data_dir)) for pid in found]
         procs.sort(key=lambda p: p.port != recorded)  # the one on the recorded port first
+        keep: EmbeddedS3Process | None = None
         if procs:
             keep, *extra = procs
             for proc in extra:  # never two servers on one data directory
                 log.warning("stopping duplicate embedded S3 pid %d", proc.pid)
                 proc.kill()
+            port = keep.port or recorded
+            if await asyncio.to_thread(accepts_anonymous, EMBEDDED_HOST, port):
+                log.warning(
+                    "embedded S3 pid %d accepts unsigned requests (started before credentials "
+                    "were enforced); restarting it",
+                    keep.pid,
+                )
+                await keep.stop(self.settings.broker_stop_timeout_ms / 1000)  # frees its port
+                keep = None
+        if keep is not None:
             self.proc = keep
             self._running.set()
             keep.watch(self.wake)
@@ -356,7 +443,9 @@ class ObjectStoreManager:
     async def _spawn(self) -> None:
         if not port_free(EMBEDDED_HOST, self.port):
             self._set_port(self._free_port(), self.port)
-        server = EmbeddedS3(self.data_dir, self.port, EMBEDDED_HOST, self.log_path)
+        server = EmbeddedS3(
+            self.data_dir, self.port, EMBEDDED_HOST, self.log_path, admin=self.admin_key()
+        )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         self._starting = server
@@ -432,6 +521,19 @@ class ObjectStoreManager:
                 await asyncio.wait_for(self._running.wait(), DELETE_WAIT_S)
         store = S3ObjectStore(self.settings_for(endpoint, bucket))
         return await asyncio.to_thread(_empty_and_delete, store)
+
+
+def accepts_anonymous(host: str, port: int) -> bool:
+    """Whether the server at ``host:port`` answers an unsigned ListBuckets (one that does not
+    check credentials); False when it refuses or does not answer."""
+    connection = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        connection.request("GET", "/")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
 
 
 def _empty_and_delete(store: S3ObjectStore) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from pathlib import Path
 
 from controlplane import kafka, store
 from controlplane.process import (
@@ -61,6 +62,31 @@ class Supervision(ReconcilerBase):
         if keep != record.pid:
             self.store.update_broker(self.name, record.broker_id, pid=keep)
         log.info("cluster %s: adopted broker %d (pid %d)", self.name, record.broker_id, keep)
+        cluster = self.store.get_cluster(self.name)
+        if cluster is not None and not self._has_current_key(cluster, keep):
+            log.warning(
+                "cluster %s: broker %d (pid %d) runs without its current object-store key "
+                "(started before credentials were enforced); it gets a rolling restart",
+                self.name,
+                record.broker_id,
+                keep,
+            )
+            self.store.update_broker(self.name, record.broker_id, config_version=-1)
+
+    def _has_current_key(self, cluster: ClusterRecord, pid: int) -> bool:
+        """Whether a running broker's environment holds the key it would be started with
+        (True when it needs none, or its environment cannot be read)."""
+        wanted = self._broker_environment(cluster)
+        if not wanted:
+            return True
+        try:
+            raw = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return True
+        found = dict(
+            entry.decode(errors="replace").partition("=")[::2] for entry in raw.split(b"\0")
+        )
+        return all(found.get(name) == value for name, value in wanted.items())
 
     # ------------------------------------------------------------------ starting
 
@@ -128,14 +154,15 @@ class Supervision(ReconcilerBase):
         return out
 
     def _broker_environment(self, cluster: ClusterRecord) -> dict[str, str]:
-        """Credentials of the cluster's object store for the broker's process environment
-        (boto3's default chain reads them): never on its command line, which `ps` shows and
-        its log records. Empty for an external store (the brokers inherit the control
-        plane's environment, as boto3's default chain expects)."""
+        """The cluster's own read-write key of the embedded object store (scoped to its
+        bucket) for the broker's process environment (boto3's default chain reads it): never
+        on its command line, which `ps` shows and its log records. Empty for an external
+        store (the brokers inherit the control plane's environment, as boto3's default chain
+        expects)."""
         objects = self.manager.object_store
         if objects is None or not cluster.s3_bucket:
             return {}
-        store = objects.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
+        store = objects.cluster_settings(cluster.s3_endpoint, cluster.s3_bucket, read_only=False)
         if not (store.access_key_id and store.secret_access_key):
             return {}
         return {

@@ -8,8 +8,10 @@ plane (``Clusters.GetCluster`` of the public gRPC API, ``proto/sluice/v1/cluster
                                                                 # $SLUICE_HOME/token
 
 Options given explicitly win: ``kafka.bootstrap.servers`` (e.g. a private endpoint's
-address) and any ``sluice.s3.*``. The lookup runs once, where Spark plans the query (the
-driver's planning worker); executors get the resolved values. Finding the control plane and
+address) and any ``sluice.s3.*``. For the embedded S3 server, GetCluster hands out the
+cluster's read-only key, scoped to its bucket (the embedded server refuses anything else).
+The lookup runs once, where Spark plans the query (the driver's planning worker); executors
+get the resolved values. Finding the control plane and
 talking to it is the shared client's (``controlplane/client.py``, as `cloudctl`); here its
 errors become :class:`OptionError` messages, by their reason.
 """

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.processes import free_port
+from tests.support.tiering import TEST_ADMIN
 from tiered.embedded_s3 import EmbeddedS3
 
 __all__ = ["REPO", "BrokerProcess", "free_port", "unique"]
@@ -30,7 +31,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedS3]:
     """The embedded S3 server (moto and its disk mirror) as a real process on loopback, one
     per test module (tests use their own buckets or topics)."""
-    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data").start()
+    server = EmbeddedS3(tmp_path_factory.mktemp("s3") / "data", admin=TEST_ADMIN).start()
     try:
         yield server
     finally:

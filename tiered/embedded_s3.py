@@ -26,6 +26,11 @@ Layout (``DIR/s3/``): ``BUCKET/bucket.json`` (account, partition, region) and
 Keys are hashed into file names because S3 keys are not paths ("a" and "a/b" may both exist,
 keys may be 1,024 bytes long). One file per object makes each write atomic (one rename).
 
+Credentials (``tiered.s3_auth``): every request must be signed (AWS Signature Version 4) with a
+key of ``DIR/access-keys.json`` (``tiered.access_keys``, mode 0600; re-read when it changes) and
+allowed for its bucket; anything else gets S3's 403 (``AccessDenied``, ``InvalidAccessKeyId``,
+``SignatureDoesNotMatch``). No key is ever on the command line: the file is the only way in.
+
 Not kept across a restart (documented in tiered/README.md): multipart uploads in progress
 (their parts: the client starts the upload again), older versions of versioned buckets
 (only the latest version is mirrored), bucket policies, tags, lifecycle and ACLs.
@@ -53,6 +58,9 @@ from types import TracebackType
 from typing import IO, Any
 
 from werkzeug.serving import make_server
+
+from tiered.access_keys import KEYS_FILE, AccessKey, KeyFile, generate
+from tiered.s3_auth import SigV4Front
 
 # moto is imported only inside what the server process runs (serve, install_hooks,
 # DiskMirror.sync_key): the control plane, tests and benches import this module for
@@ -303,6 +311,9 @@ class DurableApp:
 
 
 def serve(data_dir: Path, host: str, port: int) -> None:
+    # buckets by path only, so the bucket a key's scope is checked against (SigV4Front) is the
+    # one moto serves; moto reads the setting when it is imported, just below
+    os.environ["S3_IGNORE_SUBDOMAIN_BUCKETNAME"] = "true"
     from moto.moto_server.werkzeug_app import (  # noqa: PLC0415 - moto: server process only, see top
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -316,7 +327,9 @@ def serve(data_dir: Path, host: str, port: int) -> None:
     started = time.monotonic()
     buckets, objects = mirror.load_into(s3_backends)
     install_hooks()
-    app = DurableApp(DomainDispatcherApplication(create_backend_app), mirror)
+    app = SigV4Front(
+        DurableApp(DomainDispatcherApplication(create_backend_app), mirror), data_dir / KEYS_FILE
+    )
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     bound = server.server_address[1]
     (data_dir / "embedded_s3.port").write_text(f"{bound}\n")
@@ -356,8 +369,13 @@ class EmbeddedS3:
         port: int | None = None,
         host: str = "127.0.0.1",
         log_path: Path | None = None,
+        admin: AccessKey | None = None,
     ) -> None:
+        """``admin``: the key allowed everything, written to the key file at ``start`` (none:
+        the file's admin key, or a new random one); ``self.admin`` is the one in use."""
         self.data_dir = data_dir
+        self.keys = KeyFile(data_dir / KEYS_FILE)
+        self.admin = admin
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path or data_dir.parent / f"{data_dir.name}.s3.log"
@@ -370,6 +388,14 @@ class EmbeddedS3:
     def start(self, timeout: float = 30.0) -> EmbeddedS3:
         """Start and wait until the port answers (after the reload of DIR)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.admin is not None:
+            if self.admin not in self.keys.load():
+                self.keys.put(self.admin)
+        else:
+            self.admin = self.keys.admin()
+            if self.admin is None:
+                self.admin = generate("admin", admin=True)
+                self.keys.put(self.admin)
         cmd = [
             sys.executable,
             "-m",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import grpc
 
 from controlplane.api.common import rpc, timestamp
 from controlplane.frontend import ClusterFrontend
 from controlplane.reconciler import ClusterManager
-from controlplane.states import BrokerState
+from controlplane.states import BrokerState, ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord
 from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import clusters_pb2_grpc as pb_grpc
@@ -22,7 +24,10 @@ class ClustersService(pb_grpc.ClustersServicer):
         self.frontend = frontend
         self.manager = manager
 
-    def to_pb(self, cluster: ClusterRecord) -> pb.Cluster:
+    def to_pb(self, cluster: ClusterRecord, *, credentials: bool = False) -> pb.Cluster:
+        """The Cluster message; with ``credentials`` (GetCluster only) its object store carries
+        the cluster's read-only key of the embedded server (scoped to its bucket), so that
+        clients such as the Spark data source read tiered segments, and nothing more."""
         brokers = self.frontend.brokers(cluster.name)
         out = pb.Cluster(
             name=cluster.name,
@@ -60,7 +65,16 @@ class ClustersService(pb_grpc.ClustersServicer):
             )
         objects = self.manager.object_store
         if objects is not None and cluster.s3_bucket:
-            store = objects.settings_for(cluster.s3_endpoint, cluster.s3_bucket)
+            if credentials and cluster.state is not ClusterState.DELETING:
+                store = objects.cluster_settings(
+                    cluster.s3_endpoint, cluster.s3_bucket, read_only=True
+                )
+            else:  # no key made again for a cluster whose keys are being removed
+                store = replace(
+                    objects.settings_for(cluster.s3_endpoint, cluster.s3_bucket),
+                    access_key_id=None,
+                    secret_access_key=None,
+                )
             out.object_store.CopyFrom(
                 pb.ObjectStore(
                     endpoint=store.endpoint or "",
@@ -85,7 +99,7 @@ class ClustersService(pb_grpc.ClustersServicer):
     async def GetCluster(
         self, request: pb.GetClusterRequest, context: grpc.aio.ServicerContext
     ) -> pb.Cluster:
-        return self.to_pb(self.frontend.get(request.name))
+        return self.to_pb(self.frontend.get(request.name), credentials=True)
 
     @rpc
     async def ListClusters(

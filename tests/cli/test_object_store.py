@@ -18,12 +18,17 @@ from tests.cli.conftest import Cloud
 from tests.cli.test_commands import one_error_line
 from tests.conftest import free_port
 from tests.controlplane.harness import kill_everything_under, processes_under, wait_until
+from tiered.access_keys import AccessKey
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.errors import ObjectStoreError
 from tiered.object_store import S3ObjectStore
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "external", "AWS_SECRET_ACCESS_KEY": "external-secret"}
+EXTERNAL_ADMIN = AccessKey(
+    CREDENTIALS["AWS_ACCESS_KEY_ID"], CREDENTIALS["AWS_SECRET_ACCESS_KEY"], admin=True
+)
+"""The "external" store's root key: the one the control plane gets in its environment."""
 
 
 class ExternalCloud(Cloud):
@@ -35,7 +40,9 @@ class ExternalCloud(Cloud):
 
 @pytest.fixture
 def external_s3(tmp_path: Path) -> Iterator[EmbeddedS3]:
-    with EmbeddedS3(tmp_path / "external-s3", log_path=tmp_path / "external-s3.log") as server:
+    with EmbeddedS3(
+        tmp_path / "external-s3", log_path=tmp_path / "external-s3.log", admin=EXTERNAL_ADMIN
+    ) as server:
         yield server
 
 

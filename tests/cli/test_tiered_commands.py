@@ -14,9 +14,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from controlplane.kafka import Admin
-from controlplane.objectstore import EMBEDDED_CREDENTIALS
 from tests.cli.conftest import Cloud
 from tests.controlplane.harness import wait_until
+from tiered.access_keys import KEYS_FILE, KeyFile
 from tiered.config import ObjectStoreSettings
 from tiered.layout import parse_key
 from tiered.object_store import S3ObjectStore
@@ -153,13 +153,14 @@ def test_tiered_bytes_and_orphans(cloud: Cloud) -> None:
     assert "REMOTE START" in table
 
     # strays, put straight into the cluster's bucket
-    key_id, secret = EMBEDDED_CREDENTIALS
+    admin = KeyFile(cloud.home / "s3" / KEYS_FILE).admin()  # the control plane's key
+    assert admin is not None
     store = S3ObjectStore(
         ObjectStoreSettings(
             endpoint=cluster["object_store"]["endpoint"],
             bucket=cluster["object_store"]["bucket"],
-            access_key_id=key_id,
-            secret_access_key=secret,
+            access_key_id=admin.access_key_id,
+            secret_access_key=admin.secret_access_key,
         )
     )
     prefix = f"{cluster['cluster_id']}/"

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from cli.output import status_object_store_json
-from controlplane.objectstore import EMBEDDED_CREDENTIALS
 from controlplane.process import read_cmdline
 from proto.sluice.v1 import clusters_pb2 as cpb
 from proto.sluice.v1 import controlplane_pb2 as spb
@@ -24,6 +23,7 @@ from tests.controlplane.harness import (
     processes_under,
     wait_until,
 )
+from tiered.access_keys import KEYS_FILE, KeyFile
 from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError
 from tiered.object_store import S3ObjectStore
@@ -48,14 +48,16 @@ def answering(plane: ControlPlaneProcess, other_than: int = 0) -> dict[str, Any]
     return found
 
 
-def s3(endpoint: str, bucket: str) -> S3ObjectStore:
-    key_id, secret = EMBEDDED_CREDENTIALS
+def s3(home: Path, endpoint: str, bucket: str) -> S3ObjectStore:
+    """``bucket`` with the control plane's admin key (from the server's key file)."""
+    admin = KeyFile(home / "s3" / KEYS_FILE).admin()
+    assert admin is not None, "the control plane made no admin key"
     return S3ObjectStore(
         ObjectStoreSettings(
             endpoint=endpoint,
             bucket=bucket,
-            access_key_id=key_id,
-            secret_access_key=secret,
+            access_key_id=admin.access_key_id,
+            secret_access_key=admin.secret_access_key,
             connect_timeout_ms=1000,
             read_timeout_ms=5000,
             max_attempts=1,
@@ -94,7 +96,7 @@ def test_embedded_s3_runs_restarts_and_keeps_each_clusters_bucket(
     assert recorded.endpoint == found["endpoint"]
     assert recorded.bucket.startswith("sluice-tiered-")
     assert recorded.embedded
-    store = s3(recorded.endpoint, recorded.bucket)
+    store = s3(plane.home, recorded.endpoint, recorded.bucket)
     wait_until(lambda: bucket_exists(store), 15, f"bucket {recorded.bucket}")
     segment = os.urandom(200_000)
     store.put("tiered/t-0/0/00000000000000000000.log", segment)
@@ -123,7 +125,7 @@ def test_control_plane_kill9_readopts_the_server_and_a_stop_ends_it(tmp_path: Pa
     plane = ControlPlaneProcess(home).start()
     try:
         first = answering(plane)
-        store = s3(first["endpoint"], "kept")
+        store = s3(home, first["endpoint"], "kept")
         store.ensure_bucket()
         store.put("k", b"v")
         plane.kill9()

@@ -3,6 +3,12 @@ the tests of the remote tier, the Spark data source and their benchmarks."""
 
 from __future__ import annotations
 
+from tiered.access_keys import AccessKey
+
+TEST_ADMIN = AccessKey("test", "test", name="tests", admin=True)
+"""The admin key the tests give the embedded S3 servers they start (``EmbeddedS3(...,
+admin=TEST_ADMIN)``): the server refuses unsigned requests and unknown keys."""
+
 TOPIC_CONFIG = {
     "remote.storage.enable": "true",
     "segment.bytes": "40000",
@@ -13,7 +19,7 @@ segments, most of which leave the broker's disk once uploaded."""
 
 
 def broker_settings(endpoint: str, bucket: str) -> dict[str, str]:
-    """A broker of the embedded S3 server at ``endpoint`` (any credentials work there),
+    """A broker of the embedded S3 server at ``endpoint`` (started with ``admin=TEST_ADMIN``),
     uploading every 200 ms and failing fast when the store is down."""
     return {
         "remote.log.storage.system.enable": "true",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tiering import TEST_ADMIN
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
@@ -37,4 +38,4 @@ def store(s3: EmbeddedS3) -> S3ObjectStore:
 
 
 def new_server(data_dir: Path) -> EmbeddedS3:
-    return EmbeddedS3(data_dir)
+    return EmbeddedS3(data_dir, admin=TEST_ADMIN)

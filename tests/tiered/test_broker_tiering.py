@@ -29,7 +29,7 @@ from controlplane.kafka import Admin
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
-from tests.support.tiering import TOPIC_CONFIG, broker_settings
+from tests.support.tiering import TEST_ADMIN, TOPIC_CONFIG, broker_settings
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
@@ -277,7 +277,7 @@ def test_remote_retention_and_topic_deletion_empty_the_bucket(
 def test_object_store_down_keeps_local_data_and_catches_up(
     tmp_path: Path,
 ) -> None:
-    s3 = EmbeddedS3(tmp_path / "s3").start()
+    s3 = EmbeddedS3(tmp_path / "s3", admin=TEST_ADMIN).start()
     proc = BrokerProcess(tmp_path / "broker", broker_settings(s3.endpoint, BUCKET))
     proc.start()
     try:
@@ -307,7 +307,9 @@ def test_object_store_down_keeps_local_data_and_catches_up(
         local_start = first_local(proc, topic)
         assert consume_from(proc, topic, local_start, 10)[0][0] == local_start
 
-        s3 = EmbeddedS3(tmp_path / "s3", port=port).start()  # back, with what it had
+        s3 = EmbeddedS3(
+            tmp_path / "s3", port=port, admin=TEST_ADMIN
+        ).start()  # back, with what it had
         wait_for(
             lambda: max(s["end_offset"] for s in remote_segments(proc, topic)) > uploaded_end,
             60,

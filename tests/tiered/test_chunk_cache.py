@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.tiering import TEST_ADMIN
 from tiered.chunk_cache import ChunkCache
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.errors import ObjectStoreError, ObjectStoreUnavailable
@@ -250,7 +251,7 @@ def test_a_short_object_is_an_error_not_a_cached_chunk(
 def test_a_stopped_store_is_unavailable(tmp_path: Path) -> None:
     directory = tmp_path / "cache"
     cache = ChunkCache(directory, 100 * CHUNK, CHUNK)
-    with EmbeddedS3(tmp_path / "s3") as server:
+    with EmbeddedS3(tmp_path / "s3", admin=TEST_ADMIN) as server:
         store = S3ObjectStore(settings_for(server.endpoint, "stopping", max_attempts=1))
         store.ensure_bucket()
         data = put(store, "obj", 4 * CHUNK)
@@ -312,7 +313,7 @@ def test_a_closed_cache_stops_reading_ahead(store: S3ObjectStore, tmp_path: Path
 
 def test_a_failed_read_ahead_fails_its_waiter_once(tmp_path: Path) -> None:
     cache = ChunkCache(tmp_path / "cache", 100 * CHUNK, CHUNK, readahead=1)
-    with EmbeddedS3(tmp_path / "s3") as server:
+    with EmbeddedS3(tmp_path / "s3", admin=TEST_ADMIN) as server:
         store = S3ObjectStore(settings_for(server.endpoint, "ahead-down", max_attempts=1))
         store.ensure_bucket()
         data = put(store, "obj", 4 * CHUNK)

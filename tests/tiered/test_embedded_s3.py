@@ -6,6 +6,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from tests.support.tiering import TEST_ADMIN
 from tiered.config import MiB
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
@@ -15,7 +16,7 @@ from .conftest import settings_for
 
 def test_objects_and_deletes_survive_kill_9(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    server = EmbeddedS3(data_dir).start()
+    server = EmbeddedS3(data_dir, admin=TEST_ADMIN).start()
     try:
         store = S3ObjectStore(settings_for(server.endpoint, "cluster-a"))
         store.ensure_bucket()
@@ -41,7 +42,7 @@ def test_objects_and_deletes_survive_kill_9(tmp_path: Path) -> None:
     finally:
         server.kill()  # SIGKILL right after the last acknowledged write
 
-    server = EmbeddedS3(data_dir, port=server.port).start()
+    server = EmbeddedS3(data_dir, port=server.port, admin=TEST_ADMIN).start()
     try:
         store = S3ObjectStore(settings_for(server.endpoint, "cluster-a"))
         listed = {o.key: o for o in store.list()}
@@ -61,7 +62,7 @@ def test_objects_and_deletes_survive_kill_9(tmp_path: Path) -> None:
     finally:
         server.kill()
 
-    server = EmbeddedS3(data_dir, port=server.port).start()
+    server = EmbeddedS3(data_dir, port=server.port, admin=TEST_ADMIN).start()
     try:
         store = S3ObjectStore(settings_for(server.endpoint, "cluster-a"))
         assert {o.key for o in store.list()} == set(objects) - {"a", "c/topic-x/0/big.log"}
@@ -76,7 +77,7 @@ def test_objects_and_deletes_survive_kill_9(tmp_path: Path) -> None:
 
 def test_metadata_survives_restart(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with EmbeddedS3(data_dir) as server:
+    with EmbeddedS3(data_dir, admin=TEST_ADMIN) as server:
         store = S3ObjectStore(settings_for(server.endpoint, "meta"))
         store.ensure_bucket()
         store.client.put_object(
@@ -84,7 +85,7 @@ def test_metadata_survives_restart(tmp_path: Path) -> None:
         )
         before = store.client.head_object(Bucket="meta", Key="k")
         port = server.port
-    with EmbeddedS3(data_dir, port=port) as server:
+    with EmbeddedS3(data_dir, port=port, admin=TEST_ADMIN) as server:
         after = S3ObjectStore(settings_for(server.endpoint, "meta")).client.head_object(
             Bucket="meta", Key="k"
         )

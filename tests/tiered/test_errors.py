@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
+from tests.support.tiering import TEST_ADMIN
 from tiered.embedded_s3 import EmbeddedS3, free_port
 from tiered.errors import (
     ObjectNotFound,
@@ -64,7 +65,7 @@ def test_unknown_key_and_bucket(store: S3ObjectStore) -> None:
 
 
 def test_stopped_server_is_unavailable_quickly(tmp_path: Path) -> None:
-    server = EmbeddedS3(tmp_path / "data").start()
+    server = EmbeddedS3(tmp_path / "data", admin=TEST_ADMIN).start()
     try:
         store = S3ObjectStore(settings_for(server.endpoint, "bkt"))
         store.ensure_bucket()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tiering import TEST_ADMIN
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.errors import ObjectStoreUnavailable
 from tiered.layout import parse_key, partition_prefix, segment_keys, topic_prefix
@@ -163,7 +164,7 @@ def test_a_stopped_store_is_unavailable(tmp_path: Path) -> None:
     log = write_log(tmp_path / "seg.log", 5000)
     seg = make_segment(log, b"")
     files = SegmentFiles(log, b"", b"", None)
-    with EmbeddedS3(tmp_path / "s3") as server:
+    with EmbeddedS3(tmp_path / "s3", admin=TEST_ADMIN) as server:
         store = S3ObjectStore(settings_for(server.endpoint, "stopping", max_attempts=1))
         store.ensure_bucket()
         upload_segment(store, "c", seg, files)
