@@ -216,6 +216,22 @@ def get_bootstrap_brokers(env: Env, *, name: str, output: str) -> None:
     )
 
 
+@click.command("get-ca-cert")
+@cluster_argument
+@output_option
+@click.pass_obj
+def get_ca_cert(env: Env, *, name: str, output: str) -> None:
+    """Print the PEM bundle of the CA that signs the cluster's TLS certificates.
+
+    Clients trust it with ssl.ca.location (librdkafka) or a truststore (Java):
+    cloudctl get-ca-cert NAME > ca.pem
+    """
+    api = Api(env)
+    reply = api.call(api.clusters.GetCaCert, pb.GetCaCertRequest(name=name))
+    doc = {"cluster": name, "pem": reply.pem, "sha256_fingerprint": reply.sha256_fingerprint}
+    emit(output, doc, reply.pem.rstrip("\n"))
+
+
 @click.command("update-broker-count")
 @cluster_argument
 @click.option("--brokers", "broker_count", type=int, required=True, help="New number of brokers.")
@@ -343,6 +359,7 @@ COMMANDS = [
     describe_cluster,
     list_clusters,
     get_bootstrap_brokers,
+    get_ca_cert,
     update_broker_count,
     update_cluster_config,
     reboot_broker,

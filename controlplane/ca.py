@@ -102,6 +102,10 @@ class CertificateAuthority:
         _write(cert_path, certificate.public_bytes(serialization.Encoding.PEM), 0o644)
         return cls(certificate, key)
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the CA certificate, hex pairs joined by colons (openssl's form)."""
+        return self.certificate.fingerprint(hashes.SHA256()).hex(":").upper()
+
     def bundle(self) -> bytes:
         """The PEM bundle clients trust (``ssl.ca.location``)."""
         return self.certificate.public_bytes(serialization.Encoding.PEM)

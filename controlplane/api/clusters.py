@@ -7,6 +7,7 @@ from dataclasses import replace
 import grpc
 
 from controlplane.api.common import rpc, timestamp
+from controlplane.ca import CertificateAuthority
 from controlplane.frontend import ClusterFrontend
 from controlplane.reconciler import ClusterManager
 from controlplane.states import BrokerState, ClusterState
@@ -141,6 +142,14 @@ class ClustersService(pb_grpc.ClustersServicer):
         return pb.GetBootstrapBrokersResponse(
             bootstrap_brokers=bootstrap(brokers), addresses=[b.address for b in brokers]
         )
+
+    @rpc
+    async def GetCaCert(
+        self, request: pb.GetCaCertRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetCaCertResponse:
+        self.frontend.get(request.name)
+        ca = CertificateAuthority.load_or_create(self.manager.home)
+        return pb.GetCaCertResponse(pem=ca.bundle().decode(), sha256_fingerprint=ca.fingerprint())
 
     @rpc
     async def RebootBroker(

@@ -171,6 +171,13 @@ def test_cluster_reads(small: Cloud) -> None:
     assert (
         small.run("get-bootstrap-brokers", CLUSTER).stdout == described["bootstrap_brokers"] + "\n"
     )
+    ca = read_only(small, "get-ca-cert", CLUSTER)
+    assert ca["pem"].startswith("-----BEGIN CERTIFICATE-----")
+    assert ca["pem"] == (small.home / "ca" / "ca.crt").read_text()
+    assert small.run("get-ca-cert", CLUSTER).stdout == ca["pem"], "table: the PEM alone"
+    missing = small.run("get-ca-cert", "no-such-cluster")
+    assert missing.returncode == 1
+    assert "no-such-cluster" in missing.stderr
 
 
 def test_use_cluster(small: Cloud) -> None:

@@ -201,6 +201,20 @@ class GetBootstrapBrokersRequest(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class GetCaCertRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetCaCertResponse(_message.Message):
+    __slots__ = ("pem", "sha256_fingerprint")
+    PEM_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    pem: str
+    sha256_fingerprint: str
+    def __init__(self, pem: _Optional[str] = ..., sha256_fingerprint: _Optional[str] = ...) -> None: ...
+
 class GetBootstrapBrokersResponse(_message.Message):
     __slots__ = ("bootstrap_brokers", "addresses")
     BOOTSTRAP_BROKERS_FIELD_NUMBER: _ClassVar[int]

@@ -69,6 +69,11 @@ class ClustersStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersResponse.FromString,
                 _registered_method=True)
+        self.GetCaCert = channel.unary_unary(
+                '/sluice.v1.Clusters/GetCaCert',
+                request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetCaCertRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetCaCertResponse.FromString,
+                _registered_method=True)
         self.RebootBroker = channel.unary_unary(
                 '/sluice.v1.Clusters/RebootBroker',
                 request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.RebootBrokerRequest.SerializeToString,
@@ -127,6 +132,14 @@ class ClustersServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCaCert(self, request, context):
+        """The PEM bundle of the certificate authority that signs the cluster's TLS listener
+        certificates (one CA per control plane installation; clients set ssl.ca.location to it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RebootBroker(self, request, context):
         """Restarts one broker, rolling-safe (as MSK's RebootBroker): the cluster turns UPDATING
         (operation REBOOT_BROKER) and ACTIVE again once the broker answers and the ISR of every
@@ -174,6 +187,11 @@ def add_ClustersServicer_to_server(servicer, server):
                     servicer.GetBootstrapBrokers,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersResponse.SerializeToString,
+            ),
+            'GetCaCert': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCaCert,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetCaCertRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.GetCaCertResponse.SerializeToString,
             ),
             'RebootBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.RebootBroker,
@@ -370,6 +388,33 @@ class Clusters(object):
             '/sluice.v1.Clusters/GetBootstrapBrokers',
             proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_clusters__pb2.GetBootstrapBrokersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCaCert(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.Clusters/GetCaCert',
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.GetCaCertRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.GetCaCertResponse.FromString,
             options,
             channel_credentials,
             insecure,
