@@ -29,6 +29,7 @@ from dataplane.log.manager import LogManager
 from dataplane.metadata import TopicInfo
 from dataplane.remote.manager import RemoteLogManager
 from dataplane.replication.manager import ReplicaManager
+from dataplane.security.listeners import parse_listeners
 from dataplane.transforms.manager import TransformManager
 from wire.errors import InvalidConfig
 
@@ -53,6 +54,10 @@ class Broker:
         self.metadata = MetadataImage(node_id=self.node_id, cluster_id=cluster_id)
         self.logs = LogManager(config, self.metadata)
         self.cluster = ClusterMember(config, self.metadata, data_dir)
+        self.cluster.endpoints = {
+            x.name: list(config.advertised_for(x.name, (x.host, x.port)))
+            for x in parse_listeners(config, config.listen_host, config.listen_port)
+        }
         self.producer_ids = ProducerIdManager(
             self.cluster.allocate_producer_ids, config.get_seconds("producer.id.wait.ms")
         )

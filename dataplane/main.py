@@ -21,6 +21,7 @@ import uvloop
 
 from dataplane.broker import Broker
 from dataplane.config import BrokerConfig, read_properties
+from dataplane.security.bootstrap import bootstrap_users, read_users
 from dataplane.server import KafkaServer
 from wire.errors import InvalidConfig
 
@@ -60,10 +61,13 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+    users_file = config.get_str("sasl.scram.bootstrap.users.file")
+    users = read_users(users_file) if users_file else []
     broker = Broker(config)
+    server = KafkaServer(broker)  # checks the listeners and loads TLS files before joining
     await broker.start()
-    server = KafkaServer(broker)
     await server.start()
+    bootstrap = asyncio.ensure_future(bootstrap_users(broker.cluster, users)) if users else None
     log.info(
         "broker %d listening on %s:%d (data in %s)",
         broker.node_id,
@@ -80,6 +84,8 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         ready.set()
     await stop.wait()
     log.info("stopping")
+    if bootstrap is not None:
+        bootstrap.cancel()
     await server.stop()
     await broker.stop()
     log.info("stopped cleanly")

@@ -21,6 +21,8 @@ from dataplane.broker import Broker
 from dataplane.handlers.api_versions import unsupported_version_response
 from dataplane.handlers.context import RequestContext
 from dataplane.handlers.registry import SERVED
+from dataplane.security.listeners import Listener
+from dataplane.security.session import Security, Session
 from wire.framing import decode_request, encode_response, peek_header
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
+        self.session: Session | None = None  # set by KafkaServer for its listener
 
     # ------------------------------------------------------------------ transport
 
@@ -118,6 +121,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close(f"{self.host} already holds {limit} connections (max.connections.per.ip)")
             return
         self.connections.add(self)
+        if self.session is not None:
+            self.session.connected(transport, self.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -257,6 +262,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         asynchronous handler's answer, else None."""
         head = peek_header(frame)
         key, version = head.api_key, head.api_version
+        refused = None if self.session is None else self.session.refuse(key)
+        if refused is not None:  # authentication first (SASL listeners, KIP-368 expiry)
+            self.close(refused)
+            return None
         served = self._served(key, version, head.correlation_id)
         if served is None:
             return None
@@ -267,7 +276,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close(f"malformed request (API {key} v{version}): {type(exc).__name__}: {exc}")
             return None
         ctx = RequestContext(
-            self.broker, key, version, head.correlation_id, header.client_id, self.peer
+            self.broker,
+            key,
+            version,
+            head.correlation_id,
+            header.client_id,
+            self.peer,
+            self.session,
         )
         try:
             result = served.handle(ctx, request)
@@ -326,17 +341,29 @@ class KafkaServer:
         self.connections: set[KafkaConnection] = set()
         self.memory = RequestMemory(broker.config.get_int("queued.max.request.bytes"))
         self.server: asyncio.Server | None = None
+        config = broker.config
+        self.security = Security(config, config.listen_host, config.listen_port, broker.metadata)
+        self.servers: list[asyncio.Server] = []
+        """One per listener (``listeners``), the one at --listen (``server``) first."""
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        config = self.broker.config
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self.broker, self.connections, self.memory),
-            config.listen_host,
-            config.listen_port,
-            reuse_address=True,
-            backlog=1024,
-        )
+        for listener in self.security.listeners:
+            server = await loop.create_server(
+                lambda listener=listener: self._connection(listener),
+                listener.host,
+                listener.port,
+                reuse_address=True,
+                backlog=1024,
+                ssl=self.security.ssl_context if listener.tls else None,
+            )
+            self.servers.append(server)
+        self.server = self.servers[0]
+
+    def _connection(self, listener: Listener) -> KafkaConnection:
+        connection = KafkaConnection(self.broker, self.connections, self.memory)
+        connection.session = self.security.session(listener)
+        return connection
 
     @property
     def port(self) -> int:
@@ -344,10 +371,10 @@ class KafkaServer:
         return int(self.server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        if self.server is not None:
-            await self.server.wait_closed()
+        for server in self.servers:
+            await server.wait_closed()

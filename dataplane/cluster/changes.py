@@ -112,6 +112,12 @@ class Changes:
     def remove_transform(self, name: str) -> None:
         self.records.append(r.RemoveTransform(name))
 
+    def set_scram_credential(self, credential: r.ScramCredential) -> None:
+        self.records.append(credential)
+
+    def remove_scram_credential(self, name: str, mechanism: int) -> None:
+        self.records.append(r.RemoveScramCredential(name, mechanism))
+
     def discard_after(self) -> None:
         for awaitable in self.after:
             if asyncio.iscoroutine(awaitable):

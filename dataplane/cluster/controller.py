@@ -30,7 +30,7 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dataplane.cluster import records as r
 from dataplane.cluster.changes import Changes
@@ -221,8 +221,10 @@ class QuorumController:
         raft_host: str,
         raft_port: int,
         incarnation: str,
+        endpoints: dict[str, list[Any]] | None = None,
     ) -> int:
-        """Register (or re-register) a broker; its new epoch."""
+        """Register (or re-register) a broker; its new epoch. ``endpoints``: every Kafka
+        listener's advertised [host, port] by name."""
         async with self.lock:
             await self.wait_active(5)
             known = self.image.brokers.get(broker_id)
@@ -244,7 +246,16 @@ class QuorumController:
                 await self.commit(fenced)
             epoch = self.raft.node.last_index + 1
             records: list[r.Record] = [
-                r.RegisterBroker(broker_id, epoch, host, port, raft_host, raft_port, incarnation)
+                r.RegisterBroker(
+                    broker_id,
+                    epoch,
+                    host,
+                    port,
+                    raft_host,
+                    raft_port,
+                    incarnation,
+                    dict(endpoints or {}),
+                )
             ]
             records += self._elect_offline(broker_id)
             # the session starts now: a deadline left by an earlier incarnation must not

@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from dataplane.cluster import records as r
 from dataplane.metadata import TopicInfo
@@ -36,6 +37,14 @@ class BrokerInfo:
     raft_port: int
     incarnation: str
     fenced: bool = False
+    endpoints: dict[str, list[Any]] = field(default_factory=dict)
+    """Advertised [host, port] of each listener by name (RegisterBroker.endpoints)."""
+
+    def address_for(self, listener: str | None) -> tuple[str, int]:
+        """The address of this broker on ``listener`` (its registered host and port when
+        it has no listener of that name, or for None)."""
+        found = None if listener is None else self.endpoints.get(listener)
+        return (self.host, self.port) if found is None else (str(found[0]), int(found[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +127,8 @@ class MetadataImage:
         self.group_configs: dict[str, dict[str, str]] = {}
         self.transforms: dict[str, r.Transform] = {}
         """Deployed transforms by name."""
+        self.scram: dict[str, dict[int, r.ScramCredential]] = {}
+        """SCRAM credentials by user name and mechanism type (salted keys, no passwords)."""
         """Dynamic configs of groups by group id (GROUP config resources)."""
         self.next_producer_id = 1000
         self.remote: dict[TopicPartition, RemoteLog] = {}
@@ -163,6 +174,7 @@ class MetadataImage:
                 rec.raft_host,
                 rec.raft_port,
                 rec.incarnation,
+                endpoints=dict(rec.endpoints),
             )
             delta.brokers.add(rec.broker_id)
         elif isinstance(rec, r.FenceBroker):
@@ -207,6 +219,13 @@ class MetadataImage:
         elif isinstance(rec, r.RemoveTransform):
             self.transforms.pop(rec.name, None)
             delta.transforms.add(rec.name)
+        elif isinstance(rec, r.ScramCredential):
+            self.scram.setdefault(rec.name, {})[rec.mechanism] = rec
+        elif isinstance(rec, r.RemoveScramCredential):
+            users = self.scram.get(rec.name, {})
+            users.pop(rec.mechanism, None)
+            if not users:
+                self.scram.pop(rec.name, None)
         elif isinstance(rec, r.GroupConfig):
             if rec.configs:
                 self.group_configs[rec.group] = dict(rec.configs)
@@ -309,6 +328,7 @@ class MetadataImage:
                     "raft_port": b.raft_port,
                     "incarnation": b.incarnation,
                     "fenced": b.fenced,
+                    "endpoints": b.endpoints,
                 }
                 for b in self.brokers.values()
             ],
@@ -333,6 +353,7 @@ class MetadataImage:
             "broker_configs": self.broker_configs,
             "group_configs": self.group_configs,
             "transforms": [asdict(t) for t in self.transforms.values()],
+            "scram": [asdict(c) for user in self.scram.values() for c in user.values()],
             "next_producer_id": self.next_producer_id,
             "remote": [
                 {
@@ -362,6 +383,10 @@ class MetadataImage:
         self.group_configs = {k: dict(v) for k, v in doc.get("group_configs", {}).items()}
         self.transforms = {t["name"]: r.Transform(**t) for t in doc.get("transforms", [])}
         delta.transforms.update(self.transforms)
+        self.scram = {}
+        for item in doc.get("scram", []):
+            credential = r.ScramCredential(**item)
+            self.scram.setdefault(credential.name, {})[credential.mechanism] = credential
         self.next_producer_id = int(doc["next_producer_id"])
         self.remote = {}
         for item in doc.get("remote", []):

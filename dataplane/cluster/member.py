@@ -52,6 +52,8 @@ from wire.internal import RemoteLogMetadataRequest
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig
 
+ENDPOINT_PREFIX = "ENDPOINT:"
+"""BrokerRegistration listeners that carry a named Kafka listener's address."""
 log = logging.getLogger(__name__)
 
 METADATA_DIR = "__cluster_metadata-0"
@@ -123,6 +125,9 @@ class ClusterMember:
         self._tasks: list[asyncio.Task[None]] = []
         self._registered = asyncio.Event()
         self.advertised: Address = config.advertised
+        self.endpoints: dict[str, list[Any]] = {}
+        """Every Kafka listener's advertised [host, port] by name, registered with this
+        broker (set by the broker from ``listeners``)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -411,7 +416,13 @@ class ClusterMember:
         local = self.local_controller()
         if local is not None:
             epoch = await local.register(
-                self.node_id, host, port, raft_host, raft_port, str(self.incarnation)
+                self.node_id,
+                host,
+                port,
+                raft_host,
+                raft_port,
+                str(self.incarnation),
+                self.endpoints,
             )
         else:
             response = await self.send_to_controller(
@@ -428,6 +439,17 @@ class ClusterMember:
                             host=raft_host,
                             port=u16(raft_port),
                             security_protocol=i16(0),
+                        ),
+                        # every named listener, as ENDPOINT:<name> (Sluice's convention
+                        # between its brokers: "PLAINTEXT" above is the --listen address)
+                        *(
+                            register_req.Listener(
+                                name=f"{ENDPOINT_PREFIX}{name}",
+                                host=str(address[0]),
+                                port=u16(int(address[1])),
+                                security_protocol=i16(0),
+                            )
+                            for name, address in self.endpoints.items()
                         ),
                     ),
                     features=(),

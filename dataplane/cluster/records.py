@@ -28,6 +28,10 @@ class RegisterBroker:
     raft_port: int
     incarnation: str
     """Random per process start: a restarted broker registers again."""
+    endpoints: dict[str, list[Any]] = field(default_factory=dict)
+    """Every Kafka listener's advertised [host, port] by listener name (``listeners``);
+    clients are given the addresses of the listener they came through. Empty in entries
+    written before listeners had names: host and port serve every listener."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +171,26 @@ class RemoveTransform:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord):
+    base64 salt, StoredKey and ServerKey, never a password or salted password."""
+
+    name: str
+    mechanism: int
+    """1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (Kafka's ScramMechanism types)."""
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveScramCredential:
+    name: str
+    mechanism: int
+
+
 Record = (
     RegisterBroker
     | FenceBroker
@@ -184,6 +208,8 @@ Record = (
     | RemoteTopicDeleted
     | Transform
     | RemoveTransform
+    | ScramCredential
+    | RemoveScramCredential
 )
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
@@ -204,6 +230,8 @@ _TYPES: dict[str, type[Any]] = {
         RemoteTopicDeleted,
         Transform,
         RemoveTransform,
+        ScramCredential,
+        RemoveScramCredential,
     )
 }
 

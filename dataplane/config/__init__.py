@@ -156,11 +156,34 @@ class BrokerConfig(Settings):
 
     @property
     def advertised(self) -> tuple[str, int]:
-        raw = self.values["advertised.listeners"]
-        if raw:
-            host, _, port = str(raw).rpartition(":")
+        """The address other brokers and clients are given for the --listen listener."""
+        raw = str(self.values["advertised.listeners"])
+        if raw and "://" not in raw:
+            host, _, port = raw.rpartition(":")
             return host, int(port)
-        return self.listen_host, self.listen_port
+        primary = "PLAINTEXT"
+        for name, address in _named(str(self.values["listeners"])).items():
+            if address == (self.listen_host, self.listen_port):
+                primary = name
+        return _named(raw).get(primary, (self.listen_host, self.listen_port))
+
+    def advertised_for(self, name: str, bound: tuple[str, int]) -> tuple[str, int]:
+        """The address clients are given for listener ``name`` (bound at ``bound``):
+        its entry in advertised.listeners (Kafka's NAME://host:port form), else ``bound``."""
+        raw = str(self.values["advertised.listeners"])
+        return _named(raw).get(name.upper(), bound) if "://" in raw else bound
+
+
+def _named(raw: str) -> dict[str, tuple[str, int]]:
+    """NAME://host:port,... as {NAME: (host, port)} (entries that do not parse are left
+    out: ``listeners`` is validated by dataplane.security.listeners at start)."""
+    out: dict[str, tuple[str, int]] = {}
+    for item in raw.split(","):
+        name, sep, address = item.strip().partition("://")
+        host, _, port = address.rpartition(":")
+        if sep and port.isdigit():
+            out[name.strip().upper()] = (host.strip("[]"), int(port))
+    return out
 
 
 def read_properties(lines: Iterable[str]) -> dict[str, str]:

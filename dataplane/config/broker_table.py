@@ -19,6 +19,7 @@ from dataplane.config.defs import (
     L,
     S,
 )
+from dataplane.config.security_table import SECURITY_CONFIGS
 from dataplane.config.transform_table import TRANSFORM_CONFIGS
 from tiered.config import ObjectStoreSettings
 
@@ -513,5 +514,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             for key in ObjectStoreSettings.keys()  # noqa: SIM118 - a classmethod
         ],
         *TRANSFORM_CONFIGS,
+        *SECURITY_CONFIGS,
     ]
 }

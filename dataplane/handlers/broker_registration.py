@@ -15,6 +15,7 @@ from kio.schema.broker_registration.v4 import request as req
 from kio.schema.broker_registration.v4 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.cluster.member import ENDPOINT_PREFIX
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
 
@@ -47,6 +48,11 @@ async def _register(ctx: RequestContext, request: Any) -> Any:
             raft.host,
             int(raft.port),
             str(request.incarnation_id),
+            {
+                x.name.removeprefix(ENDPOINT_PREFIX): [x.host, int(x.port)]
+                for x in request.listeners
+                if x.name.startswith(ENDPOINT_PREFIX)
+            },
         )
     except BrokerError as exc:
         return _answer(ctx, error_code_for(exc), -1)

@@ -11,6 +11,7 @@ from wire.framing import build, response_module
 
 if TYPE_CHECKING:
     from dataplane.broker import Broker
+    from dataplane.security.session import Session
 
 T = TypeVar("T")
 
@@ -23,6 +24,19 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str = ""
+    session: Session | None = None
+    """The connection's authentication (None for a request that came from no listener)."""
+
+    @property
+    def listener(self) -> str | None:
+        """The name of the listener the request came through (None: no listener)."""
+        return None if self.session is None else self.session.listener.name
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request: ``User:NAME`` after SASL, ``User:<certificate DN>`` on an
+        SSL listener with a client certificate, else ``User:ANONYMOUS`` (Kafka's)."""
+        return "User:ANONYMOUS" if self.session is None else self.session.principal
 
     def make(self, entity: type[T], /, **values: Any) -> T:
         """Build the response entity ``entity`` — a kio class the handler names statically

@@ -53,8 +53,8 @@ def handle(ctx: RequestContext, request: req.DescribeClusterRequest) -> Any:
         ctx.make(
             resp.DescribeClusterBroker,
             broker_id=b.broker_id,
-            host=b.host,
-            port=b.port,
+            host=b.address_for(ctx.listener)[0],
+            port=b.address_for(ctx.listener)[1],
             rack=None,
             is_fenced=b.fenced,
         )

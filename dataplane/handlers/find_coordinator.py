@@ -26,7 +26,12 @@ BATCHED_VERSION = 4
 
 
 def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int]:
-    return coordinator_of(ctx).find_coordinator(key_type, key)
+    """The coordinator's id and its address on the listener the request came through."""
+    node, host, port = coordinator_of(ctx).find_coordinator(key_type, key)
+    info = ctx.broker.metadata.brokers.get(node)
+    if info is not None:
+        host, port = info.address_for(ctx.listener)
+    return node, host, port
 
 
 def handle(ctx: RequestContext, request: req.FindCoordinatorRequest) -> Any:

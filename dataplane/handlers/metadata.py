@@ -61,8 +61,9 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
     broker = ctx.broker
     image = broker.metadata
     brokers = tuple(
-        ctx.make(resp.MetadataResponseBroker, node_id=b.broker_id, host=b.host, port=b.port)
+        ctx.make(resp.MetadataResponseBroker, node_id=b.broker_id, host=host, port=port)
         for b in image.live_brokers()
+        for host, port in (b.address_for(ctx.listener),)
     )
     if not brokers:  # not registered yet (the listener opens after registration)
         host, port = broker.advertised
