@@ -118,6 +118,12 @@ class Changes:
     def remove_scram_credential(self, name: str, mechanism: int) -> None:
         self.records.append(r.RemoveScramCredential(name, mechanism))
 
+    def add_acl(self, acl: r.Acl) -> None:
+        self.records.append(acl)
+
+    def remove_acl(self, acl_id: str) -> None:
+        self.records.append(r.RemoveAcl(acl_id))
+
     def discard_after(self) -> None:
         for awaitable in self.after:
             if asyncio.iscoroutine(awaitable):

@@ -128,6 +128,8 @@ class MetadataImage:
         self.transforms: dict[str, r.Transform] = {}
         """Deployed transforms by name."""
         self.scram: dict[str, dict[int, r.ScramCredential]] = {}
+        self.acls: dict[str, r.Acl] = {}
+        """Access control entries by id."""
         """SCRAM credentials by user name and mechanism type (salted keys, no passwords)."""
         """Dynamic configs of groups by group id (GROUP config resources)."""
         self.next_producer_id = 1000
@@ -219,6 +221,10 @@ class MetadataImage:
         elif isinstance(rec, r.RemoveTransform):
             self.transforms.pop(rec.name, None)
             delta.transforms.add(rec.name)
+        elif isinstance(rec, r.Acl):
+            self.acls[rec.id] = rec
+        elif isinstance(rec, r.RemoveAcl):
+            self.acls.pop(rec.id, None)
         elif isinstance(rec, r.ScramCredential):
             self.scram.setdefault(rec.name, {})[rec.mechanism] = rec
         elif isinstance(rec, r.RemoveScramCredential):
@@ -354,6 +360,7 @@ class MetadataImage:
             "group_configs": self.group_configs,
             "transforms": [asdict(t) for t in self.transforms.values()],
             "scram": [asdict(c) for user in self.scram.values() for c in user.values()],
+            "acls": [asdict(a) for a in self.acls.values()],
             "next_producer_id": self.next_producer_id,
             "remote": [
                 {
@@ -387,6 +394,7 @@ class MetadataImage:
         for item in doc.get("scram", []):
             credential = r.ScramCredential(**item)
             self.scram.setdefault(credential.name, {})[credential.mechanism] = credential
+        self.acls = {a["id"]: r.Acl(**a) for a in doc.get("acls", [])}
         self.next_producer_id = int(doc["next_producer_id"])
         self.remote = {}
         for item in doc.get("remote", []):

@@ -191,6 +191,26 @@ class RemoveScramCredential:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class Acl:
+    """An access control entry on a resource pattern (Kafka's AccessControlEntryRecord), with
+    the protocol's codes (``dataplane.authorizer``)."""
+
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAcl:
+    id: str
+
+
 Record = (
     RegisterBroker
     | FenceBroker
@@ -210,6 +230,8 @@ Record = (
     | RemoveTransform
     | ScramCredential
     | RemoveScramCredential
+    | Acl
+    | RemoveAcl
 )
 _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
@@ -232,6 +254,8 @@ _TYPES: dict[str, type[Any]] = {
         RemoveTransform,
         ScramCredential,
         RemoveScramCredential,
+        Acl,
+        RemoveAcl,
     )
 }
 
