@@ -82,7 +82,7 @@ def filter_of(f: Any) -> AclFilter:
     pattern_type = _enum(PatternType, f.pattern_type_filter)
     operation = _enum(Operation, f.operation)
     permission = _enum(Permission, f.permission_type)
-    if ResourceType.UNKNOWN in (resource_type,) or pattern_type == PatternType.UNKNOWN:
+    if pattern_type == PatternType.UNKNOWN or resource_type == ResourceType.UNKNOWN:
         raise BadFilter("Unknown patternFilter.")
     if operation == Operation.UNKNOWN or permission == Permission.UNKNOWN:
         raise BadFilter("Unknown entryFilter.")
