@@ -2,7 +2,7 @@
 
 Finding the control plane (``SLUICE_HOME``, ``SLUICE_ENDPOINT``, ``SLUICE_TOKEN``), the
 channel with the bearer token and the typed errors are the shared client's,
-``controlplane/client.py`` (the Spark data source uses it too). Here a failed call becomes a
+``sluice_client/client.py`` (the Spark data source uses it too). Here a failed call becomes a
 one-line :class:`CliError` with a hint, in one place, :func:`explain`, by the error's reason
 (the ErrorInfo the control plane attaches), never by its message text.
 """
@@ -15,7 +15,8 @@ from typing import Any
 import grpc
 
 from cli.output import CliError
-from controlplane.client import (
+from proto.sluice.v1 import errors_pb2 as epb
+from sluice_client.client import (
     DEFAULT_TIMEOUT,
     ENDPOINT_FILE,
     PID_FILE,
@@ -26,7 +27,6 @@ from controlplane.client import (
     home_dir,
     write_token_file,
 )
-from proto.sluice.v1 import errors_pb2 as epb
 
 __all__ = [
     "DEFAULT_TIMEOUT",

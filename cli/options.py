@@ -26,8 +26,8 @@ import click
 import click.shell_completion
 
 from cli.output import CliError
-from controlplane.client import ApiError, Client, Env, home_dir
 from proto.sluice.v1 import clusters_pb2
+from sluice_client.client import ApiError, Client, Env, home_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
 

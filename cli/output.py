@@ -19,8 +19,8 @@ from typing import Any
 import click
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information
 
-from controlplane.client import broker_state_name, cluster_state_name
 from proto.sluice.v1 import clusters_pb2, controlplane_pb2, topics_pb2
+from sluice_client.client import broker_state_name, cluster_state_name
 
 
 class CliError(click.ClickException):

@@ -16,9 +16,9 @@ from cli.client import Api, ApiError, Env, explain
 from cli.options import cluster_option, confirm, delete_options, output_option
 from cli.output import CliError, emit, emit_item, fields, progress, table
 from cli.timeopt import TIME
-from controlplane.client import MAX_MESSAGE_BYTES
 from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import transforms_pb2 as pb
+from sluice_client.client import MAX_MESSAGE_BYTES
 
 ADMIN_TIMEOUT = 60.0
 DEPLOY_TIMEOUT = 120.0

@@ -18,8 +18,8 @@ from typing import Any
 
 import grpc
 
-from controlplane.client import write_token_file
 from controlplane.errors import Unauthenticated, rich_status
+from sluice_client.client import write_token_file
 
 TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/",)

@@ -29,7 +29,6 @@ from controlplane.api.status import StatusService
 from controlplane.api.topics import TopicsService
 from controlplane.api.transforms import TransformsService
 from controlplane.auth import BearerTokenInterceptor, Tokens, ensure_token
-from controlplane.client import MAX_MESSAGE_BYTES
 from controlplane.config import Settings
 from controlplane.frontend import ClusterFrontend
 from controlplane.groups import GroupOps
@@ -54,6 +53,7 @@ from proto.sluice.v1 import (
     transforms_pb2,
     transforms_pb2_grpc,
 )
+from sluice_client.client import MAX_MESSAGE_BYTES
 
 log = logging.getLogger("sluice.controlplane")
 

@@ -12,7 +12,7 @@ address) and any ``sluice.s3.*``. For the embedded S3 server, GetCluster hands o
 cluster's read-only key, scoped to its bucket (the embedded server refuses anything else).
 The lookup runs once, where Spark plans the query (the driver's planning worker); executors
 get the resolved values. Finding the control plane and
-talking to it is the shared client's (``controlplane/client.py``, as `cloudctl`); here its
+talking to it is the shared client's (``sluice_client/client.py``, as `cloudctl`); here its
 errors become :class:`OptionError` messages, by their reason.
 """
 
@@ -22,9 +22,9 @@ from collections.abc import Mapping
 
 import grpc
 
-from controlplane.client import ApiError, Client, Env, cluster_state_name
 from proto.sluice.v1 import clusters_pb2
 from proto.sluice.v1 import errors_pb2 as epb
+from sluice_client.client import ApiError, Client, Env, cluster_state_name
 from spark.keys import BOOTSTRAP, CLUSTER, ENDPOINT, S3_PREFIX, TIMEOUT, TOKEN, OptionError
 
 DEFAULT_TIMEOUT_MS = 10_000

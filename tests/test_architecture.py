@@ -29,13 +29,14 @@ PRODUCT = [
     "cli",
     "terraform",
     "proto",
+    "sluice_client",
 ]
 MAX_LINES = 800
 CLIENT_MAY_IMPORT = {
-    "cli": ("cli", "wire", "proto", "controlplane.client"),
-    "spark": ("spark", "wire", "proto", "controlplane.client", "tiered", "pyspark_sluice"),
+    "cli": ("cli", "wire", "proto", "sluice_client"),
+    "spark": ("spark", "wire", "proto", "sluice_client", "tiered", "pyspark_sluice"),
     "pyspark_sluice": ("spark", "pyspark_sluice"),
-    "terraform": ("terraform", "wire", "proto", "controlplane.client"),
+    "terraform": ("terraform", "wire", "proto", "sluice_client"),
 }
 
 
@@ -136,6 +137,16 @@ def test_wire_imports_nothing_of_sluice() -> None:
     }
     assert not bad
     assert not {m: t for m, t in outside.items() if t}
+
+
+def test_the_client_package_imports_only_the_api() -> None:
+    """sluice_client is shared by the clients and the server: it imports neither."""
+    bad = {
+        m: sorted(t for t in GRAPH[m] if _top(t) not in {"sluice_client", "proto"})
+        for m in GRAPH
+        if _top(m) == "sluice_client"
+    }
+    assert not {m: t for m, t in bad.items() if t}
 
 
 def test_dataplane_does_not_import_controlplane_or_clients() -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cli.daemon import Process, start_time, wait_for_exit
-from controlplane.client import Client
 from proto.sluice.v1 import controlplane_pb2 as spb
+from sluice_client.client import Client
 from tests.cli.conftest import Cloud
 from tests.conftest import free_port
 from tests.controlplane.harness import kill_everything_under, processes_under, wait_until

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.client import ApiError, Client
 from proto.sluice.v1 import controlplane_pb2 as pb
 from proto.sluice.v1 import errors_pb2 as epb
+from sluice_client.client import ApiError, Client
 from tests.cli.conftest import Cloud
 
 

@@ -29,9 +29,9 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from controlplane.client import ApiError, Client
 from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import transforms_pb2 as pb
+from sluice_client.client import ApiError, Client
 from tests.cli.conftest import SHARED_CLUSTER, Cloud
 from tests.transforms.conftest import BUILD, GUESTS, Guests
 from tests.transforms.kafka_io import Row, read_all
@@ -499,7 +499,7 @@ def api(shared_cloud: Cloud) -> Iterator[Client]:
 
 
 def test_errors_carry_their_reason_through_grpc(api: Client, servers: str) -> None:
-    """Over the gRPC API (controlplane.client): a module above the brokers' 10 MiB
+    """Over the gRPC API (sluice_client.client): a module above the brokers' 10 MiB
     transforms.module.max.bytes reaches them (the API takes 64 MiB) and gets their
     INVALID_TRANSFORM, not gRPC's RESOURCE_EXHAUSTED; an unknown transform is
     TRANSFORM_NOT_FOUND; the logs stream of an unknown cluster ends with CLUSTER_NOT_FOUND."""

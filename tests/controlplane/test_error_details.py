@@ -15,11 +15,11 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from controlplane.client import ERROR_DOMAIN, ApiError, Client
 from proto.sluice.v1 import clusters_pb2 as cpb
 from proto.sluice.v1 import controlplane_pb2 as spb
 from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import topics_pb2 as tpb
+from sluice_client.client import ERROR_DOMAIN, ApiError, Client
 from tests.conftest import free_port
 from tests.controlplane.harness import ControlPlaneProcess, processes_under, running_control_plane
 

@@ -8,8 +8,8 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from controlplane import errors
-from controlplane.client import ERROR_DOMAIN
 from proto.sluice.v1 import errors_pb2 as epb
+from sluice_client.client import ERROR_DOMAIN
 
 
 @pytest.mark.parametrize(

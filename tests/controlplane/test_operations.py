@@ -12,11 +12,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from controlplane.client import ApiError
 from proto.sluice.v1 import clusters_pb2 as cpb
 from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import operations_pb2 as opb
 from proto.sluice.v1 import operations_pb2_grpc
+from sluice_client.client import ApiError
 from tests.controlplane.harness import ControlPlaneProcess, kill_everything_under, wait_until
 
 

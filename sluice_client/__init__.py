@@ -1,0 +1,1 @@
+"""sluice_client: the one client module of the control plane's gRPC API (README.md)."""
