@@ -25,35 +25,36 @@ def _enum(kind: Any, code: int) -> Any:
         return kind(0)  # UNKNOWN: the checks below refuse it
 
 
-def binding_of(acl: r.Acl) -> AclBinding:
+def _binding(  # noqa: PLR0917 - the seven fields of an ACL, in the protocol's order
+    rtype: int, name: str, ptype: int, principal: str, host: str, op: int, perm: int
+) -> AclBinding:
     return AclBinding(
-        ResourcePattern(
-            _enum(ResourceType, acl.resource_type),
-            acl.resource_name,
-            _enum(PatternType, acl.pattern_type),
-        ),
-        AccessControlEntry(
-            acl.principal,
-            acl.host,
-            _enum(Operation, acl.operation),
-            _enum(Permission, acl.permission),
-        ),
+        ResourcePattern(_enum(ResourceType, rtype), name, _enum(PatternType, ptype)),
+        AccessControlEntry(principal, host, _enum(Operation, op), _enum(Permission, perm)),
+    )
+
+
+def binding_of(acl: r.Acl) -> AclBinding:
+    return _binding(
+        acl.resource_type,
+        acl.resource_name,
+        acl.pattern_type,
+        acl.principal,
+        acl.host,
+        acl.operation,
+        acl.permission,
     )
 
 
 def binding_of_creation(creation: Any) -> AclBinding:
-    return AclBinding(
-        ResourcePattern(
-            _enum(ResourceType, creation.resource_type),
-            creation.resource_name,
-            _enum(PatternType, creation.resource_pattern_type),
-        ),
-        AccessControlEntry(
-            creation.principal,
-            creation.host,
-            _enum(Operation, creation.operation),
-            _enum(Permission, creation.permission_type),
-        ),
+    return _binding(
+        creation.resource_type,
+        creation.resource_name,
+        creation.resource_pattern_type,
+        creation.principal,
+        creation.host,
+        creation.operation,
+        creation.permission_type,
     )
 
 
