@@ -253,6 +253,10 @@ class NotLeaderOrFollower(BrokerError):
     code = ErrorCode.not_leader_or_follower
 
 
+class OffsetNotAvailable(BrokerError):
+    code = ErrorCode.offset_not_available
+
+
 class LeaderNotAvailable(BrokerError):
     code = ErrorCode.leader_not_available
 

@@ -61,6 +61,8 @@ def _answer(
                 part = ctx.broker.replicas.leader(
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1)
                 )
+                if ctx.api_version >= 2:  # a client's request (Kafka: isolation level set)
+                    part.check_high_watermark_known()
                 plog = part.plog
                 hit = found.get((topic.name, p.partition_index))
                 if isinstance(hit, BrokerError):

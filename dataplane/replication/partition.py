@@ -30,6 +30,7 @@ from wire.errors import (
     NotEnoughReplicas,
     NotEnoughReplicasAfterAppend,
     NotLeaderOrFollower,
+    OffsetNotAvailable,
     RequestTimedOut,
     UnknownLeaderEpoch,
 )
@@ -88,6 +89,8 @@ class Partition:
         self.node_id = node_id
         self.state: PartitionState | None = None
         self.is_leader = False
+        self.epoch_start_offset = 0
+        """The log end offset when this replica last became leader."""
         self.followers: dict[int, FollowerState] = {}
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         """acks=all writes: (end offset, min.insync.replicas, future)."""
@@ -152,6 +155,7 @@ class Partition:
             self.is_leader = True
             self.plog.auto_high_watermark = False
             self.plog.become_leader(state.leader_epoch)
+            self.epoch_start_offset = self.plog.log_end_offset
             now = time.monotonic()
             self.followers = {
                 b: FollowerState(caught_up_at=now) for b in state.replicas if b != self.node_id
@@ -197,6 +201,20 @@ class Partition:
         self._fail_waiters(NotLeaderOrFollower(f"{self.plog.name} is gone from this broker"))
 
     # ------------------------------------------------------------------ leader checks
+
+    @property
+    def high_watermark_known(self) -> bool:
+        """False on a new leader until its high watermark reaches the start of its epoch
+        (KIP-207): a follower learns the high watermark one fetch late, so right after an
+        election it may be below records the previous leader had acknowledged."""
+        return self.plog.high_watermark >= self.epoch_start_offset
+
+    def check_high_watermark_known(self) -> None:
+        if not self.high_watermark_known:
+            raise OffsetNotAvailable(
+                f"the high watermark of {self.plog.name} ({self.plog.high_watermark}) is behind "
+                f"the start of leader epoch {self.leader_epoch} ({self.epoch_start_offset}); retry"
+            )
 
     def check_leader(self, client_epoch: int = -1) -> None:
         """Raise unless this replica leads (at the client's epoch, when it sends one)."""

@@ -133,7 +133,10 @@ class Runner:
         start = self.status.committed_offset
         if start < 0:  # nothing committed: from where this runner started
             start = max(self.status.position, self.partition.plog.log_start_offset)
-        return max(0, self.partition.plog.high_watermark - start)
+        # on a new leader whose high watermark is not known yet (KIP-207) the records of
+        # the previous epoch are still to come: they count as lag, not as done
+        end = max(self.partition.plog.high_watermark, self.partition.epoch_start_offset)
+        return max(0, end - start)
 
     def _set(self, state: RunnerState, error: str = "") -> None:
         self.status.state = state

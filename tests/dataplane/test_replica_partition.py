@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dataplane.cluster.image import PartitionState
 from dataplane.replication.partition import Partition
 from tests.dataplane.test_log_partition import fill
 from tests.dataplane.test_log_replication import open_named
+from wire.errors import OffsetNotAvailable
 
 
 def state(isr: tuple[int, ...], partition_epoch: int = 0) -> PartitionState:
@@ -68,3 +71,24 @@ def test_a_follower_being_removed_counts_until_the_removal_commits(tmp_path: Pat
     assert part.plog.high_watermark == 5, "broker 3 is still in the committed ISR"
     part.become_leader(state((1, 2), partition_epoch=1))
     assert part.plog.high_watermark == 10
+
+
+def test_a_new_leader_does_not_know_its_high_watermark_until_the_followers_fetch(
+    tmp_path: Path,
+) -> None:
+    """KIP-207: a follower learns the high watermark one fetch late, so a new leader's may be
+    below records the previous leader acknowledged; until it reaches the start of the new
+    epoch it is unknown (ListOffsets answers OFFSET_NOT_AVAILABLE, a retriable error)."""
+    part = Partition(open_named(tmp_path), node_id=1)
+    part.become_follower(PartitionState("t", 0, (1, 2, 3), (1, 2, 3), 2, 0, 0))
+    fill(part.plog, 10)
+    part.plog.advance_high_watermark(8)  # the last fetch answer said 8
+    part.become_leader(PartitionState("t", 0, (1, 2, 3), (1, 3), 1, 1, 1))
+    assert part.epoch_start_offset == 10
+    assert not part.high_watermark_known
+    with pytest.raises(OffsetNotAvailable, match="behind the start of leader epoch 1"):
+        part.check_high_watermark_known()
+    part.record_follower_fetch(3, 10, 1.0)
+    assert part.plog.high_watermark == 10
+    assert part.high_watermark_known
+    part.check_high_watermark_known()

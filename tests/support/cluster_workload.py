@@ -329,9 +329,11 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
 def high_watermark(consumer: Any, topic: str, partition: int, timeout: float = 30) -> int:
     """ListOffsets latest through ``consumer``, retried while the client's metadata is stale
-    (NOT_LEADER_OR_FOLLOWER right after a leader moved, from Kafka's brokers as from ours)."""
+    (NOT_LEADER_OR_FOLLOWER right after a leader moved, from Kafka's brokers as from ours) and
+    while a new leader's high watermark is not known yet (OFFSET_NOT_AVAILABLE, KIP-207)."""
     stale = {
         KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.OFFSET_NOT_AVAILABLE,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError._TRANSPORT,
         KafkaError._TIMED_OUT,
