@@ -33,6 +33,8 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from wire.sasl import SaslCredentials, SaslFailed, exchange
+
 SIZE = struct.Struct(">i")
 MAX_RESPONSE = 256 * 1024 * 1024
 """Largest response frame a client accepts (a broker's fetch.max.bytes is far below)."""
@@ -167,12 +169,20 @@ class Channel:
     """A pipelined asyncio connection to one broker (see the module docstring)."""
 
     def __init__(
-        self, host: str, port: int, *, client_id: str, connect_timeout: float = 2.0
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        connect_timeout: float = 2.0,
+        credentials: SaslCredentials | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout = connect_timeout
+        self.credentials = credentials
+        """SASL credentials each new connection authenticates with (None: it does not)."""
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], Any]] = {}
@@ -215,9 +225,45 @@ class Channel:
             except OSError as exc:  # TimeoutError included
                 why = exc or type(exc).__name__
                 raise ConnectFailed(f"cannot connect to {self.host}:{self.port}: {why}") from exc
+            if self.credentials is not None:
+                try:
+                    await asyncio.wait_for(
+                        self._authenticate(reader, writer, self.credentials), self.connect_timeout
+                    )
+                except (OSError, asyncio.IncompleteReadError) as exc:  # TimeoutError included
+                    writer.close()
+                    if isinstance(exc, SaslFailed):
+                        raise
+                    reason = str(exc) or type(exc).__name__
+                    raise ConnectFailed(
+                        f"authentication to {self.host}:{self.port} failed: {reason}"
+                    ) from exc
             self._writer = writer
             self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, writer))
             return writer
+
+    async def _authenticate(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        credentials: SaslCredentials,
+    ) -> None:
+        """Run the SASL exchange on a new connection before anything else is sent."""
+        steps = exchange(credentials)
+        answer: Any = None
+        correlation = 0
+        while True:
+            try:
+                request = steps.send(answer)
+            except StopIteration:
+                return
+            correlation += 1
+            writer.write(encode_request(request, correlation, self.client_id))
+            await writer.drain()
+            (size,) = SIZE.unpack(await reader.readexactly(4))
+            if size < 4 or size > MAX_RESPONSE:
+                raise OSError(f"bad response size {size} from {self.host}:{self.port}")
+            answer = decode_response(await reader.readexactly(size), response_schema(type(request)))
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         error: BaseException = OSError(f"connection to {self.host}:{self.port} closed")
@@ -266,15 +312,18 @@ class Channel:
 class Channels:
     """One channel per (purpose, broker address), created on demand."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, credentials: SaslCredentials | None = None) -> None:
         self.client_id = client_id
+        self.credentials = credentials
         self._channels: dict[tuple[str, str, int], Channel] = {}
 
     def get(self, purpose: str, host: str, port: int) -> Channel:
         key = (purpose, host, port)
         channel = self._channels.get(key)
         if channel is None or channel.closed:
-            channel = self._channels[key] = Channel(host, port, client_id=self.client_id)
+            channel = self._channels[key] = Channel(
+                host, port, client_id=self.client_id, credentials=self.credentials
+            )
         return channel
 
     async def close(self) -> None:

@@ -48,6 +48,7 @@ from wire.errors import (
     exception_for,
 )
 from wire.internal import RemoteLogMetadataRequest
+from wire.sasl import SaslCredentials, load_credentials
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig
@@ -83,6 +84,17 @@ def parse_address(raw: str, key: str) -> Address:
     if not colon or not host or not port.isdigit():
         raise InvalidConfig(f"{key}: expected host:port, got {raw!r}")
     return host, int(port)
+
+
+def inter_broker_credentials(config: BrokerConfig) -> SaslCredentials | None:
+    """``inter.broker.credentials.file`` read (None when unset); InvalidConfig when bad."""
+    path = config.get_str("inter.broker.credentials.file")
+    if not path:
+        return None
+    try:
+        return load_credentials(path)
+    except ValueError as exc:
+        raise InvalidConfig(f"inter.broker.credentials.file: {exc}") from exc
 
 
 class ClusterMember:
@@ -121,7 +133,9 @@ class ClusterMember:
         """This broker's registration epoch; -1 until registered."""
         self.raft: Any = None
         self.controller: QuorumController | None = None
-        self.channels = Channels(f"sluice-broker-{self.node_id}")
+        self.credentials = inter_broker_credentials(config)
+        """What this broker authenticates with on other brokers' inter-broker listener."""
+        self.channels = Channels(f"sluice-broker-{self.node_id}", self.credentials)
         self._tasks: list[asyncio.Task[None]] = []
         self._registered = asyncio.Event()
         self.advertised: Address = config.advertised
@@ -139,7 +153,8 @@ class ClusterMember:
         else:
             addresses = dict(self.voters)
             addresses[self.node_id] = self.raft_address
-            transport = TcpTransport(self.node_id, addresses)
+            secret = None if self.credentials is None else self.credentials.password.encode()
+            transport = TcpTransport(self.node_id, addresses, secret=secret)
         self.raft = RaftServer(
             self.node_id,
             voters,

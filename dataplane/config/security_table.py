@@ -99,6 +99,18 @@ SECURITY_CONFIGS: list[ConfigDef] = [
         read_only=True,
     ),
     ConfigDef(
+        "inter.broker.credentials.file",
+        S,
+        "",
+        "File of the SASL credentials this broker authenticates with to other brokers' "
+        "inter-broker listener (the one at --listen: replication, the Raft quorum, "
+        'forwarding, transform outputs), JSON {"username", "password", "mechanism"} '
+        "(mechanism default SCRAM-SHA-512); required when that listener is SASL_PLAINTEXT. "
+        "The user is created by sasl.scram.bootstrap.users.file and named in super.users. "
+        "Sluice refuses the file when other users may read it.",
+        read_only=True,
+    ),
+    ConfigDef(
         "sasl.scram.bootstrap.users.file",
         S,
         "",

@@ -10,6 +10,12 @@ answers the leader over its own connection to it) and its own; the leader learns
 learners' addresses at run time (``set_address`` / ``set_addresses``, which
 ``RaftServer.set_learners`` calls).
 
+With a ``secret`` (the inter-broker password, when the inter-broker listener is secured) a
+node proves it holds it before a peer reads any frame from it: the accepting side sends a
+random 32-byte nonce and the connecting side answers HMAC-SHA256(secret, label | nonce);
+a wrong answer closes the connection (logged), so a process that can reach the port cannot
+vote or append without the cluster's credentials.
+
 ``LocalTransport`` is for a lone voter without learners: it listens nowhere and sends
 nothing.
 """
@@ -18,7 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
+import secrets
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -27,6 +36,15 @@ from dataplane.raft.codec import MAX_FRAME, CodecError, decode, encode
 from dataplane.raft.types import Message
 
 log = logging.getLogger(__name__)
+
+NONCE_BYTES = 32
+PROOF_LABEL = b"sluice-raft-peer-v1"
+
+
+def proof(secret: bytes, nonce: bytes) -> bytes:
+    """The answer to ``nonce`` that only a holder of ``secret`` can give."""
+    return hmac.new(secret, PROOF_LABEL + nonce, hashlib.sha256).digest()
+
 
 Address = tuple[str, int]
 
@@ -77,8 +95,10 @@ class TcpTransport:
         *,
         queue_limit: int = 10_000,
         connect_timeout: float = 1.0,
+        secret: bytes | None = None,
     ) -> None:
         self.node_id = node_id
+        self.secret = secret
         self.addresses = dict(addresses)
         self.queue_limit = queue_limit
         self.connect_timeout = connect_timeout
@@ -165,6 +185,8 @@ class TcpTransport:
             return
         self._inbound.add(writer)
         try:
+            if self.secret is not None and not await self._challenge(reader, writer):
+                return
             while True:
                 head = await reader.readexactly(4)
                 size = int.from_bytes(head, "big")
@@ -183,6 +205,22 @@ class TcpTransport:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _challenge(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """True when the connecting side proved it holds the secret."""
+        assert self.secret is not None
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        writer.write(nonce)
+        try:
+            async with asyncio.timeout(self.connect_timeout * 5):
+                answer = await reader.readexactly(hashlib.sha256().digest_size)
+        except TimeoutError:
+            answer = b""
+        if hmac.compare_digest(answer, proof(self.secret, nonce)):
+            return True
+        peer = writer.get_extra_info("peername")
+        log.warning("raft: a connection from %s did not prove the cluster's secret, closed", peer)
+        return False
 
 
 class _Peer:
@@ -215,8 +253,11 @@ class _Peer:
                 # asyncio.timeout, not wait_for: on 3.11 a wait_for cancelled just as the
                 # connection completes loses (and leaks) it.
                 async with asyncio.timeout(self.transport.connect_timeout):
-                    _, connected = await asyncio.open_connection(*self.address)
-                writer = connected
+                    reader, connected = await asyncio.open_connection(*self.address)
+                    writer = connected
+                    if self.transport.secret is not None:
+                        nonce = await reader.readexactly(NONCE_BYTES)
+                        connected.write(proof(self.transport.secret, nonce))
                 backoff = 0.02
                 while True:
                     if not self.queue:

@@ -51,7 +51,7 @@ class ReplicaManager:
         state (the remote tier, when this broker has one; set by the broker)."""
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.channels = Channels(f"sluice-broker-{self.node_id}-replica")
+        self.channels = Channels(f"sluice-broker-{self.node_id}-replica", cluster.credentials)
         self._task: asyncio.Task[None] | None = None
         self._isr_requests: dict[TopicPartition, asyncio.Task[None]] = {}
         self.active = False

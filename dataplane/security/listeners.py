@@ -96,6 +96,18 @@ def check_security(config: Settings, listeners: list[Listener]) -> None:
             raise InvalidConfig("ssl.client.auth requested or required needs ssl.ca.location")
     if any(x.sasl for x in listeners) and not config.get_list("sasl.enabled.mechanisms"):
         raise InvalidConfig("sasl.enabled.mechanisms is empty but a SASL listener is configured")
+    internal = listeners[0]
+    if internal.tls:
+        raise InvalidConfig(
+            f"the inter-broker listener {internal.name} (at --listen) is {internal.protocol}: "
+            "brokers talk to each other over PLAINTEXT or SASL_PLAINTEXT only; put --listen "
+            "on a PLAINTEXT or SASL_PLAINTEXT listener"
+        )
+    if internal.sasl and not config.get_str("inter.broker.credentials.file"):
+        raise InvalidConfig(
+            f"the inter-broker listener {internal.name} (at --listen) is {internal.protocol}: "
+            "set inter.broker.credentials.file to the credentials brokers authenticate with"
+        )
 
 
 def server_context(config: Settings) -> ssl.SSLContext:

@@ -57,7 +57,7 @@ class TransformManager:
         self.replicas = replicas
         self.producer_ids = producer_ids
         self.enabled = config.get_bool("transforms.enable")
-        self.channels = Channels(f"sluice-broker-{image.node_id}-transforms")
+        self.channels = Channels(f"sluice-broker-{image.node_id}-transforms", cluster.credentials)
         timeout = config.get_seconds("transforms.produce.timeout.ms")
         self.limits = Limits.from_config({k: config.get_int(k) for k in ENGINE_KEYS})
         self.modules = ModuleStore(
