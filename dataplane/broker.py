@@ -29,6 +29,7 @@ from dataplane.log.manager import LogManager
 from dataplane.metadata import TopicInfo
 from dataplane.remote.manager import RemoteLogManager
 from dataplane.replication.manager import ReplicaManager
+from dataplane.security.access import AccessControl
 from dataplane.security.listeners import parse_listeners
 from dataplane.transforms.manager import TransformManager
 from wire.errors import InvalidConfig
@@ -52,6 +53,7 @@ class Broker:
             )
         cluster_id = _cluster_identity(data_dir, self.node_id, config.get_str("cluster.id"))
         self.metadata = MetadataImage(node_id=self.node_id, cluster_id=cluster_id)
+        self.access = AccessControl(config, self.metadata)
         self.logs = LogManager(config, self.metadata)
         self.cluster = ClusterMember(config, self.metadata, data_dir)
         self.cluster.endpoints = {

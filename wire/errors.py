@@ -186,6 +186,26 @@ class TransactionsNotSupported(BrokerError):
     code = ErrorCode.transactional_id_authorization_failed
 
 
+class TopicAuthorizationFailed(BrokerError):
+    code = ErrorCode.topic_authorization_failed
+
+
+class GroupAuthorizationFailed(BrokerError):
+    code = ErrorCode.group_authorization_failed
+
+
+class ClusterAuthorizationFailed(BrokerError):
+    code = ErrorCode.cluster_authorization_failed
+
+
+class TransactionalIdAuthorizationFailed(BrokerError):
+    code = ErrorCode.transactional_id_authorization_failed
+
+
+class SecurityDisabled(BrokerError):
+    code = ErrorCode.security_disabled
+
+
 class GroupSubscribedToTopic(BrokerError):
     code = ErrorCode.group_subscribed_to_topic
 

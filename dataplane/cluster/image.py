@@ -125,13 +125,15 @@ class MetadataImage:
         self.broker_configs: dict[str, dict[str, str]] = {}
         """Dynamic broker configs by scope: "" the cluster default, "N" broker N."""
         self.group_configs: dict[str, dict[str, str]] = {}
+        """Dynamic configs of groups by group id (GROUP config resources)."""
         self.transforms: dict[str, r.Transform] = {}
         """Deployed transforms by name."""
         self.scram: dict[str, dict[int, r.ScramCredential]] = {}
+        """SCRAM credentials by user name and mechanism type (salted keys, no passwords)."""
         self.acls: dict[str, r.Acl] = {}
         """Access control entries by id."""
-        """SCRAM credentials by user name and mechanism type (salted keys, no passwords)."""
-        """Dynamic configs of groups by group id (GROUP config resources)."""
+        self.acls_version = 0
+        """Counts changes of ``acls`` (the authorizer rebuilds its index when it moves)."""
         self.next_producer_id = 1000
         self.remote: dict[TopicPartition, RemoteLog] = {}
         """The remote tier of each partition that has one."""
@@ -223,8 +225,10 @@ class MetadataImage:
             delta.transforms.add(rec.name)
         elif isinstance(rec, r.Acl):
             self.acls[rec.id] = rec
+            self.acls_version += 1
         elif isinstance(rec, r.RemoveAcl):
             self.acls.pop(rec.id, None)
+            self.acls_version += 1
         elif isinstance(rec, r.ScramCredential):
             self.scram.setdefault(rec.name, {})[rec.mechanism] = rec
         elif isinstance(rec, r.RemoveScramCredential):
@@ -395,6 +399,7 @@ class MetadataImage:
             credential = r.ScramCredential(**item)
             self.scram.setdefault(credential.name, {})[credential.mechanism] = credential
         self.acls = {a["id"]: r.Acl(**a) for a in doc.get("acls", [])}
+        self.acls_version += 1
         self.next_producer_id = int(doc["next_producer_id"])
         self.remote = {}
         for item in doc.get("remote", []):

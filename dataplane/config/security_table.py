@@ -8,13 +8,41 @@ dataplane/security/README.md)."""
 
 from __future__ import annotations
 
-from dataplane.config.defs import INT_MAX, LONG_MAX, LST, ConfigDef, I, L, S
+from dataplane.config.defs import INT_MAX, LONG_MAX, LST, B, ConfigDef, I, L, S
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
 
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 SECURITY_CONFIGS: list[ConfigDef] = [
+    ConfigDef(
+        "authorizer.class.name",
+        S,
+        "",
+        "Empty: no authorization (every principal may do everything, and the ACL APIs "
+        f"answer SECURITY_DISABLED, as Kafka). {STANDARD_AUTHORIZER}: every request is "
+        "checked against the ACLs of the metadata log, with Kafka's semantics.",
+        choices=("", STANDARD_AUTHORIZER),
+        read_only=True,
+    ),
+    ConfigDef(
+        "super.users",
+        S,
+        "",
+        "Principals allowed everything whatever the ACLs say, separated by semicolons "
+        "(User:admin;User:CN=broker,O=Example). The inter-broker principal belongs here.",
+        read_only=True,
+    ),
+    ConfigDef(
+        "allow.everyone.if.no.acl.found",
+        B,
+        False,
+        "Allow every principal on a resource that no ACL applies to (Kafka's default, "
+        "false, denies it: secured clusters grant access explicitly).",
+        read_only=True,
+    ),
     ConfigDef(
         "listeners",
         S,
@@ -71,9 +99,10 @@ SECURITY_CONFIGS: list[ConfigDef] = [
         "ssl.client.auth",
         S,
         "none",
-        "Client certificates on SSL and SASL_SSL listeners: none, requested (checked when "
-        "sent) or required. On an SSL listener the principal is User:<the certificate "
-        "subject's DN> (RFC 2253, as Kafka's default mapping), User:ANONYMOUS without one.",
+        "Client certificates on SSL listeners: none, requested (checked when sent) or "
+        "required. SASL_SSL listeners ask for none (as Kafka's broker-wide setting, "
+        "KIP-684). On an SSL listener the principal is User:<the certificate subject's DN> "
+        "(RFC 2253, as Kafka's default mapping), User:ANONYMOUS without one.",
         choices=("none", "requested", "required"),
         read_only=True,
     ),

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.config import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
 from dataplane.config.rules import (
     DYNAMIC_BROKER_KEYS,
@@ -41,11 +42,14 @@ from dataplane.config.rules import (
     validate_group_configs,
     validate_topic_configs,
 )
-from dataplane.handlers._controller import via_controller
+from dataplane.handlers._controller import via_controller_except
 from wire.errors import (
     BrokerError,
+    ClusterAuthorizationFailed,
+    GroupAuthorizationFailed,
     InvalidConfig,
     InvalidRequest,
+    TopicAuthorizationFailed,
     UnknownTopicOrPartition,
     error_code_for,
     error_message_for,
@@ -57,6 +61,7 @@ if TYPE_CHECKING:
     from dataplane.handlers.context import RequestContext
 
 _ZERO = datetime.timedelta(0)
+DENIED = "Authorization failed."
 
 
 class ResourceType(enum.IntEnum):
@@ -71,6 +76,19 @@ class ResourceType(enum.IntEnum):
 
 
 KNOWN_RESOURCE_TYPES = frozenset(int(t) for t in ResourceType if t is not ResourceType.UNKNOWN)
+
+
+def refused(ctx: RequestContext, resource: Any, operation: Operation) -> BrokerError | None:
+    """The error for a config resource the caller may not DESCRIBE_CONFIGS / ALTER_CONFIGS
+    (a topic or a group by name, brokers through the cluster, as Kafka's), else None."""
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == ResourceType.TOPIC:
+        return None if ctx.on_topic(operation, name) else TopicAuthorizationFailed(DENIED)
+    if kind == ResourceType.GROUP:
+        return None if ctx.on_group(operation, name) else GroupAuthorizationFailed(DENIED)
+    if kind in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        return None if ctx.on_cluster(operation) else ClusterAuthorizationFailed(DENIED)
+    return None
 
 
 class ConfigSource(enum.IntEnum):
@@ -366,8 +384,29 @@ def alter_each(
     controller: ``alter(ctx, resource, changes)`` for each resource, a per-resource error
     code, repeated resources refused. ``response``: the API's response class and its
     per-resource class."""
-    return via_controller(
-        ctx, request, lambda c, req, changes: _alter_all(c, req, alter, changes, response)
+    per_resource = response[1]
+
+    def refusal(resource: Any) -> Any | None:
+        """ALTER_CONFIGS, checked here: the controller sees this broker, not the client."""
+        denied = refused(ctx, resource, Operation.ALTER_CONFIGS)
+        if denied is None:
+            return None
+        return ctx.make(
+            per_resource,
+            error_code=error_code_for(denied),
+            error_message=error_message_for(denied),
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+
+    return via_controller_except(
+        ctx,
+        request,
+        lambda c, req, changes: _alter_all(c, req, alter, changes, response),
+        None,
+        items="resources",
+        results="responses",
+        refusal=refusal,
     )
 
 

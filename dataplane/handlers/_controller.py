@@ -11,8 +11,9 @@ its answer relayed, as KRaft brokers forward admin requests.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from dataplane.cluster.changes import Changes
@@ -37,6 +38,36 @@ def via_controller(
     if member.local_controller() is None:
         return _forward(ctx, request, decide, settled)
     return _decide_here(ctx, request, decide)
+
+
+def via_controller_except(
+    ctx: RequestContext,
+    request: Any,
+    decide: Decide,
+    settled: Callable[[Any], bool] | None,
+    *,
+    items: str,
+    results: str,
+    refusal: Callable[[Any], Any | None],
+) -> Any:
+    """``via_controller`` for the items of ``request.<items>`` the caller may change.
+    ``refusal(item)`` is the answer for an item it may not (None: allowed); refused items
+    are taken out of the request before it runs or is forwarded (the controller sees the
+    forwarding broker, not the client), and their answers added to ``response.<results>``."""
+    refused: list[Any] = []
+    kept: list[Any] = []
+    for item in getattr(request, items):
+        answer = refusal(item)
+        (kept if answer is None else refused).append(item if answer is None else answer)
+    if not refused:
+        return via_controller(ctx, request, decide, settled)
+    narrowed = dataclasses.replace(request, **{items: tuple(kept)})
+    return _with_refusals(via_controller(ctx, narrowed, decide, settled), results, refused)
+
+
+async def _with_refusals(pending: Awaitable[Any], results: str, refused: list[Any]) -> Any:
+    response = await pending
+    return dataclasses.replace(response, **{results: (*getattr(response, results), *refused)})
 
 
 async def _forward(

@@ -16,6 +16,7 @@ from kio.schema.allocate_producer_ids.v0 import request as req
 from kio.schema.allocate_producer_ids.v0 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
 
@@ -28,6 +29,7 @@ async def handle(ctx: RequestContext, request: req.AllocateProducerIdsRequest) -
     controller = ctx.broker.cluster.local_controller()
     start, length, code = -1, 0, ErrorCode.none
     try:
+        ctx.require_cluster(Operation.CLUSTER_ACTION)  # brokers only (Kafka's)
         if controller is None:
             raise NotController(f"broker {ctx.broker.node_id} is not the active controller")
         start, length = await controller.allocate_producer_ids(

@@ -14,6 +14,7 @@ from kio.schema.alter_partition.v3 import request as req
 from kio.schema.alter_partition.v3 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
 
@@ -29,11 +30,13 @@ def handle(ctx: RequestContext, request: req.AlterPartitionRequest) -> Any:
 
 async def _alter(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.cluster.local_controller()
-    if controller is None:
+    if controller is None or not ctx.on_cluster(Operation.CLUSTER_ACTION):  # brokers only
         return ctx.make(
             resp.AlterPartitionResponse,
             throttle_time=ZERO,
-            error_code=ErrorCode.not_controller,
+            error_code=ErrorCode.not_controller
+            if controller is None
+            else ErrorCode.cluster_authorization_failed,
             topics=(),
         )
     image = ctx.broker.metadata

@@ -17,6 +17,7 @@ from kio.schema.alter_partition_reassignments.v1 import request as req
 from kio.schema.alter_partition_reassignments.v1 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster.changes import Changes
 from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
@@ -27,6 +28,14 @@ ZERO = datetime.timedelta(0)
 
 
 def handle(ctx: RequestContext, request: req.AlterPartitionReassignmentsRequest) -> Any:
+    if not ctx.on_cluster(Operation.ALTER):  # Kafka's; here: the controller sees this broker
+        return ctx.make(
+            resp.AlterPartitionReassignmentsResponse,
+            throttle_time=ZERO,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message="Cluster authorization failed.",
+            responses=(),
+        )
     return via_controller(ctx, request, _decide)
 
 

@@ -17,6 +17,7 @@ from kio.schema.alter_user_scram_credentials.v0 import request as req
 from kio.schema.alter_user_scram_credentials.v0 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster.changes import Changes
 from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext
@@ -30,6 +31,13 @@ Error = tuple[ErrorCode, str]
 
 
 def handle(ctx: RequestContext, request: req.AlterUserScramCredentialsRequest) -> Any:
+    if not ctx.on_cluster(Operation.ALTER):  # Kafka's; here: the controller sees this broker
+        names = dict.fromkeys(
+            [*(d.name for d in request.deletions), *(u.name for u in request.upsertions)]
+        )
+        denied = ErrorCode.cluster_authorization_failed
+        results = tuple(_result(ctx, n, denied, "Cluster authorization failed.") for n in names)
+        return ctx.make(resp.AlterUserScramCredentialsResponse, throttle_time=ZERO, results=results)
     return via_controller(ctx, request, decide, _settled(ctx, request))
 
 

@@ -15,6 +15,7 @@ from kio.schema.broker_heartbeat.v2 import request as req
 from kio.schema.broker_heartbeat.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
 
@@ -29,6 +30,7 @@ def handle(ctx: RequestContext, request: req.BrokerHeartbeatRequest) -> Any:
         return _controlled_shutdown(ctx, request)
     controller = ctx.broker.cluster.local_controller()
     try:
+        ctx.require_cluster(Operation.CLUSTER_ACTION)  # brokers only (Kafka's)
         if controller is None or not controller.active:
             raise NotController(f"broker {ctx.broker.node_id} is not the active controller")
         fenced = controller.heartbeat(int(request.broker_id), int(request.broker_epoch))
@@ -50,6 +52,7 @@ async def _controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.cluster.local_controller()
     code = ErrorCode.none
     try:
+        ctx.require_cluster(Operation.CLUSTER_ACTION)
         if controller is None:
             raise NotController(f"broker {ctx.broker.node_id} is not the active controller")
         controller.heartbeat(int(request.broker_id), int(request.broker_epoch))

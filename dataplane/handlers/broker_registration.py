@@ -15,6 +15,7 @@ from kio.schema.broker_registration.v4 import request as req
 from kio.schema.broker_registration.v4 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster.member import ENDPOINT_PREFIX
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
@@ -39,6 +40,7 @@ async def _register(ctx: RequestContext, request: Any) -> Any:
     if kafka is None or raft is None:
         return _answer(ctx, ErrorCode.invalid_request, -1)
     try:
+        ctx.require_cluster(Operation.CLUSTER_ACTION)  # brokers only (Kafka's)
         if controller is None:
             raise NotController(f"broker {ctx.broker.node_id} is not the active controller")
         epoch = await controller.register(

@@ -7,6 +7,14 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kio.schema.errors import ErrorCode
+
+from dataplane.authorizer import Operation, ResourceType
+from wire.errors import (
+    ClusterAuthorizationFailed,
+    GroupAuthorizationFailed,
+    TopicAuthorizationFailed,
+)
 from wire.framing import build, response_module
 
 if TYPE_CHECKING:
@@ -14,6 +22,8 @@ if TYPE_CHECKING:
     from dataplane.security.session import Session
 
 T = TypeVar("T")
+CLUSTER_RESOURCE = "kafka-cluster"
+"""The one CLUSTER resource's name, as Kafka's."""
 
 
 @dataclass(slots=True)
@@ -31,6 +41,54 @@ class RequestContext:
     def listener(self) -> str | None:
         """The name of the listener the request came through (None: no listener)."""
         return None if self.session is None else self.session.listener.name
+
+    # ------------------------------------------------------------------ authorization
+
+    @property
+    def caller(self) -> str | None:
+        """The principal the authorizer checks; None for the broker's own requests."""
+        return None if self.session is None else self.session.principal
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the caller may do ``operation`` on the resource (always, without an
+        authorizer)."""
+        return self.broker.access.allowed(
+            self.caller, self.client_host, operation, resource_type, name
+        )
+
+    def allowed_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the caller may do ``operation`` on some resource of the type (KIP-679)."""
+        return self.broker.access.allowed_any(
+            self.caller, self.client_host, operation, resource_type
+        )
+
+    def on_topic(self, operation: Operation, topic: str) -> bool:
+        return self.allowed(operation, ResourceType.TOPIC, topic)
+
+    def on_group(self, operation: Operation, group: str) -> bool:
+        return self.allowed(operation, ResourceType.GROUP, group)
+
+    def on_cluster(self, operation: Operation) -> bool:
+        return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_RESOURCE)
+
+    def require_group(self, operation: Operation, group: str) -> None:
+        """GroupAuthorizationFailed unless the caller may."""
+        if not self.on_group(operation, group):
+            raise GroupAuthorizationFailed(f"not authorized to {operation.name} group {group}")
+
+    def require_cluster(self, operation: Operation) -> None:
+        """ClusterAuthorizationFailed unless the caller may."""
+        if not self.on_cluster(operation):
+            raise ClusterAuthorizationFailed(f"not authorized to {operation.name} the cluster")
+
+    def require_topic(self, operation: Operation, topic: str) -> None:
+        """TopicAuthorizationFailed unless the caller may."""
+        if not self.on_topic(operation, topic):
+            raise TopicAuthorizationFailed(f"not authorized to {operation.name} topic {topic}")
+
+    def operations(self, resource_type: ResourceType, name: str) -> int:
+        """The authorized-operations bit field of a resource, for this caller."""
+        return self.broker.access.operations(self.caller, self.client_host, resource_type, name)
 
     @property
     def principal(self) -> str:
@@ -53,3 +111,22 @@ def _in_version(api_key: int, api_version: int, module_name: str, name: str) -> 
     if not module_name.startswith("kio."):  # one of Sluice's own APIs (one version)
         return getattr(importlib.import_module(module_name), name)
     return getattr(response_module(api_key, api_version), name)
+
+
+def cluster_operations(ctx: RequestContext) -> int:
+    """The cluster's authorized-operations field, as Kafka fills it: 0 for a caller that may
+    not DESCRIBE the cluster."""
+    if not ctx.on_cluster(Operation.DESCRIBE):
+        return 0
+    return ctx.operations(ResourceType.CLUSTER, CLUSTER_RESOURCE)
+
+
+def acl_api_refusal(ctx: RequestContext, operation: Operation) -> tuple[ErrorCode, str] | None:
+    """Why an ACL API (DescribeAcls: DESCRIBE, CreateAcls / DeleteAcls: ALTER on the cluster)
+    is refused, as Kafka's: SECURITY_DISABLED without an authorizer, else
+    CLUSTER_AUTHORIZATION_FAILED for a caller that may not; None when it may go on."""
+    if not ctx.broker.access.enabled:
+        return ErrorCode.security_disabled, "No Authorizer is configured."
+    if not ctx.on_cluster(operation):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    return None

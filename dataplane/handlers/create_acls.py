@@ -17,11 +17,11 @@ from kio.schema.create_acls.v3 import request as req
 from kio.schema.create_acls.v3 import response as resp
 from kio.schema.errors import ErrorCode
 
-from dataplane.authorizer import AclBinding, InvalidAcl
+from dataplane.authorizer import AclBinding, InvalidAcl, Operation
 from dataplane.cluster.changes import Changes
 from dataplane.handlers._acls import binding_of, binding_of_creation, record_of
 from dataplane.handlers._controller import via_controller
-from dataplane.handlers.context import RequestContext
+from dataplane.handlers.context import RequestContext, acl_api_refusal
 
 API_KEY = 30
 MIN_VERSION = 1
@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 
 def handle(ctx: RequestContext, request: req.CreateAclsRequest) -> Any:
+    refusal = acl_api_refusal(ctx, Operation.ALTER)  # here: the controller sees this broker
+    if refusal is not None:
+        results = tuple(_result(ctx, *refusal) for _ in request.creations)
+        return ctx.make(resp.CreateAclsResponse, throttle_time=ZERO, results=results)
     return via_controller(ctx, request, decide, _settled(ctx, request))
 
 

@@ -20,9 +20,10 @@ from kio.schema.create_partitions.v3 import request as req
 from kio.schema.create_partitions.v3 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster.changes import Changes
 from dataplane.cluster.topics import check_assignment
-from dataplane.handlers._controller import via_controller
+from dataplane.handlers._controller import via_controller_except
 from dataplane.handlers.context import RequestContext
 from wire.errors import (
     BrokerError,
@@ -30,6 +31,7 @@ from wire.errors import (
     InvalidReplicaAssignment,
     InvalidRequest,
     InvalidTopic,
+    TopicAuthorizationFailed,
     UnknownTopicOrPartition,
     error_code_for,
     error_message_for,
@@ -51,7 +53,16 @@ def handle(ctx: RequestContext, request: req.CreatePartitionsRequest) -> Any:
             if r.error_code == ErrorCode.none
         )
 
-    return via_controller(ctx, request, _decide, None if request.validate_only else grown)
+    def refusal(topic: Any) -> Any | None:
+        """ALTER on the topic (Kafka's), checked here: the controller sees this broker."""
+        if ctx.on_topic(Operation.ALTER, topic.name):
+            return None
+        return _result(ctx, topic.name, TopicAuthorizationFailed("Authorization failed."))
+
+    settled = None if request.validate_only else grown
+    return via_controller_except(
+        ctx, request, _decide, settled, items="topics", results="results", refusal=refusal
+    )
 
 
 def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:

@@ -23,15 +23,17 @@ from kio.schema.create_topics.v7 import request as req
 from kio.schema.create_topics.v7 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster.changes import Changes
 from dataplane.cluster.topics import CreatedTopic, NewTopic, create_topic, requested_partitions
 from dataplane.handlers import _configs
-from dataplane.handlers._controller import via_controller
+from dataplane.handlers._controller import via_controller_except
 from dataplane.handlers.context import RequestContext
 from wire.errors import (
     BrokerError,
     InvalidRequest,
     PolicyViolation,
+    TopicAuthorizationFailed,
     error_code_for,
     error_message_for,
 )
@@ -46,7 +48,22 @@ log = logging.getLogger(__name__)
 def handle(ctx: RequestContext, request: req.CreateTopicsRequest) -> Any:
     if not request.validate_only and _pending_removals(ctx, request):
         return _after_removals(ctx, request)
-    return via_controller(ctx, request, _create_all, _settled(ctx))
+    return _via_controller(ctx, request)
+
+
+def _via_controller(ctx: RequestContext, request: Any) -> Any:
+    """CREATE on the cluster, or on each topic (Kafka's), checked here: a forwarded request
+    reaches the controller from this broker."""
+    anywhere = ctx.on_cluster(Operation.CREATE)
+
+    def refusal(topic: Any) -> Any | None:
+        if anywhere or ctx.on_topic(Operation.CREATE, topic.name):
+            return None
+        return _error(ctx, topic.name, TopicAuthorizationFailed("Authorization failed."))
+
+    return via_controller_except(
+        ctx, request, _create_all, _settled(ctx), items="topics", results="topics", refusal=refusal
+    )
 
 
 def _settled(ctx: RequestContext) -> Callable[[Any], bool]:
@@ -68,7 +85,7 @@ def _pending_removals(ctx: RequestContext, request: Any) -> list[asyncio.Task[No
 async def _after_removals(ctx: RequestContext, request: Any) -> Any:
     while pending := _pending_removals(ctx, request):
         await asyncio.gather(*pending, return_exceptions=True)
-    return await via_controller(ctx, request, _create_all, _settled(ctx))
+    return await _via_controller(ctx, request)
 
 
 def _create_all(ctx: RequestContext, request: Any, changes: Changes) -> Any:

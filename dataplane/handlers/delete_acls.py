@@ -13,10 +13,11 @@ from kio.schema.delete_acls.v3 import response as resp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
+from dataplane.authorizer import Operation
 from dataplane.cluster.changes import Changes
 from dataplane.handlers._acls import BadFilter, binding_of, filter_of
 from dataplane.handlers._controller import via_controller
-from dataplane.handlers.context import RequestContext
+from dataplane.handlers.context import RequestContext, acl_api_refusal
 
 API_KEY = 31
 MIN_VERSION = 1
@@ -25,6 +26,10 @@ log = logging.getLogger(__name__)
 
 
 def handle(ctx: RequestContext, request: req.DeleteAclsRequest) -> Any:
+    refusal = acl_api_refusal(ctx, Operation.ALTER)  # here: the controller sees this broker
+    if refusal is not None:
+        results = tuple(_filter_result(ctx, *refusal, ()) for _ in request.filters)
+        return ctx.make(resp.DeleteAclsResponse, throttle_time=ZERO, filter_results=results)
     return via_controller(ctx, request, decide, _settled(ctx))
 
 

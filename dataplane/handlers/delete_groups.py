@@ -15,10 +15,11 @@ from kio.schema.delete_groups.v2 import request as req
 from kio.schema.delete_groups.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.groups.storage import kafka_answer_order
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
-from wire.errors import BrokerError, NotCoordinator, error_code_for
+from wire.errors import BrokerError, GroupAuthorizationFailed, NotCoordinator, error_code_for
 
 API_KEY = 42
 log = logging.getLogger(__name__)
@@ -31,10 +32,16 @@ def handle(ctx: RequestContext, request: req.DeleteGroupsRequest) -> Any:
         # Answers come in Kafka's order (by coordinator partition, then hash order).
         order = kafka_answer_order(names, groups.storage.partitions, hashed_within=True)
         names = [names[i] for i in order]
+    denied = [n for n in names if not ctx.on_group(Operation.DELETE, n)]
+    allowed = [n for n in names if n not in denied]
     try:
-        errors, durable = coordinator_of(ctx).delete_groups(names)
+        errors, durable = coordinator_of(ctx).delete_groups(allowed) if allowed else ([], [])
     except BrokerError as exc:
-        errors, durable = [exc for _ in names], []
+        errors, durable = [exc for _ in allowed], []
+    # Kafka's: GROUP_AUTHORIZATION_FAILED for the groups the caller may not DELETE
+    refused = {n: GroupAuthorizationFailed(f"not authorized to DELETE group {n}") for n in denied}
+    outcome = dict(zip(allowed, errors, strict=True))
+    errors = [refused.get(n, outcome.get(n)) for n in names]
     if not durable:
         return _response(ctx, names, errors)
     return _after_fsync(ctx, durable, names, errors)

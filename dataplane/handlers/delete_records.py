@@ -22,6 +22,7 @@ from kio.schema.delete_records.v2 import request as req
 from kio.schema.delete_records.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster import records as r
 from dataplane.handlers.context import RequestContext
 from dataplane.metadata import INTERNAL_TOPICS
@@ -51,6 +52,7 @@ async def handle(ctx: RequestContext, request: req.DeleteRecordsRequest) -> Any:
         partitions = []
         for partition, offset in offsets.items():
             try:
+                ctx.require_topic(Operation.DELETE, name)
                 low = await _delete(ctx, name, partition, offset)
                 code = ErrorCode.none
             except (BrokerError, OSError) as exc:

@@ -24,14 +24,16 @@ from kio.schema.delete_topics.v6 import request as req
 from kio.schema.delete_topics.v6 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster.changes import Changes
 from dataplane.handlers._configs import duplicates
-from dataplane.handlers._controller import via_controller
+from dataplane.handlers._controller import via_controller_except
 from dataplane.handlers.context import RequestContext
 from wire.errors import (
     BrokerError,
     InvalidRequest,
     InvalidTopic,
+    TopicAuthorizationFailed,
     TopicDeletionDisabled,
     UnknownTopicId,
     UnknownTopicOrPartition,
@@ -62,7 +64,23 @@ def handle(ctx: RequestContext, request: req.DeleteTopicsRequest) -> Any:
             r.name not in image.topics for r in response.responses if r.error_code == ErrorCode.none
         )
 
-    return via_controller(ctx, request, _decide, deleted)
+    def refusal(item: Any) -> Any | None:
+        """DELETE on the topic (Kafka's), checked here: the controller sees this broker."""
+        if isinstance(item, str):
+            name, topic_id = item, None
+        else:
+            topic_id = item.topic_id if item.topic_id != ZERO_UUID else None
+            info = None if topic_id is None else image.topics_by_id.get(topic_id)
+            name = info.name if info is not None else item.name
+        if name is None or ctx.on_topic(Operation.DELETE, name):
+            return None
+        denied = TopicAuthorizationFailed("Authorization failed.")
+        return _entry(ctx, _Result(item.name if topic_id else name, topic_id, denied))
+
+    items = "topic_names" if ctx.api_version < 6 else "topics"
+    return via_controller_except(
+        ctx, request, _decide, deleted, items=items, results="responses", refusal=refusal
+    )
 
 
 def _decide(ctx: RequestContext, request: Any, changes: Changes) -> Any:
@@ -137,17 +155,17 @@ def _delete(  # noqa: PLR0912 - Kafka's DeleteTopics checks, in its order
 
 
 def _response(ctx: RequestContext, results: list[_Result]) -> Any:
-    entries = []
-    for r in results:
-        code = ErrorCode.none if r.error is None else error_code_for(r.error)
-        message = None if r.error is None else error_message_for(r.error)
-        entries.append(
-            ctx.make(
-                resp.DeletableTopicResult,
-                name=r.name,
-                topic_id=r.topic_id or ZERO_UUID,
-                error_code=code,
-                error_message=message,
-            )
-        )
-    return ctx.make(resp.DeleteTopicsResponse, throttle_time=ZERO, responses=tuple(entries))
+    entries = tuple(_entry(ctx, r) for r in results)
+    return ctx.make(resp.DeleteTopicsResponse, throttle_time=ZERO, responses=entries)
+
+
+def _entry(ctx: RequestContext, r: _Result) -> Any:
+    code = ErrorCode.none if r.error is None else error_code_for(r.error)
+    message = None if r.error is None else error_message_for(r.error)
+    return ctx.make(
+        resp.DeletableTopicResult,
+        name=r.name,
+        topic_id=r.topic_id or ZERO_UUID,
+        error_code=code,
+        error_message=message,
+    )

@@ -12,8 +12,9 @@ from kio.schema.describe_acls.v3 import response as resp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
+from dataplane.authorizer import Operation
 from dataplane.handlers._acls import BadFilter, binding_of, filter_of
-from dataplane.handlers.context import RequestContext
+from dataplane.handlers.context import RequestContext, acl_api_refusal
 
 API_KEY = 29
 MIN_VERSION = 1
@@ -21,6 +22,16 @@ ZERO = datetime.timedelta(0)
 
 
 def handle(ctx: RequestContext, request: req.DescribeAclsRequest) -> Any:
+    refusal = acl_api_refusal(ctx, Operation.DESCRIBE)
+    if refusal is not None:
+        code, message = refusal
+        return ctx.make(
+            resp.DescribeAclsResponse,
+            throttle_time=ZERO,
+            error_code=code,
+            error_message=message,
+            resources=(),
+        )
     try:
         selected = filter_of(request)
     except BadFilter as exc:

@@ -15,7 +15,7 @@ from kio.schema.describe_cluster.v2 import request as req
 from kio.schema.describe_cluster.v2 import response as resp
 from kio.schema.errors import ErrorCode
 
-from dataplane.handlers.context import RequestContext
+from dataplane.handlers.context import RequestContext, cluster_operations
 
 API_KEY = 60
 ZERO = datetime.timedelta(0)
@@ -23,9 +23,6 @@ BROKERS, CONTROLLERS = 1, 2
 ENDPOINT_NAMES = {BROKERS: "BROKER", CONTROLLERS: "CONTROLLER"}
 NOT_REQUESTED = -(2**31)
 """cluster_authorized_operations when not asked for (Integer.MIN_VALUE)."""
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-"""CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-IDEMPOTENT_WRITE as a bit field (AclOperation codes), as Kafka without an authorizer."""
 
 
 def handle(ctx: RequestContext, request: req.DescribeClusterRequest) -> Any:
@@ -70,7 +67,7 @@ def handle(ctx: RequestContext, request: req.DescribeClusterRequest) -> Any:
         cluster_id=image.cluster_id,
         controller_id=broker.cluster.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=CLUSTER_OPERATIONS
+        cluster_authorized_operations=cluster_operations(ctx)
         if request.include_cluster_authorized_operations
         else NOT_REQUESTED,
     )

@@ -21,6 +21,7 @@ from kio.schema.describe_configs.v4 import request as req
 from kio.schema.describe_configs.v4 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.config import rules
 from dataplane.handlers import _configs
 from dataplane.handlers._configs import ConfigEntry, ResourceType
@@ -43,6 +44,9 @@ def handle(ctx: RequestContext, request: req.DescribeConfigsRequest) -> Any:
     results_out: list[Any] = []
     for resource in request.resources:
         try:
+            denied = _configs.refused(ctx, resource, Operation.DESCRIBE_CONFIGS)
+            if denied is not None:
+                raise denied
             entries = _entries(ctx, resource)
         except BrokerError as exc:
             results_out.append(_result(ctx, resource, error_code_for(exc), exc.message or "", ()))

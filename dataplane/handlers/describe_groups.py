@@ -13,6 +13,7 @@ from kio.schema.describe_groups.v6 import request as req
 from kio.schema.describe_groups.v6 import response as resp
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation, ResourceType
 from dataplane.groups.group import ClassicGroup, GroupState
 from dataplane.groups.storage import kafka_answer_order
 from dataplane.handlers._groups import ZERO, coordinator_of
@@ -21,19 +22,13 @@ from wire.errors import BrokerError, GroupIdNotFound, error_code_for
 
 API_KEY = 15
 NOT_FOUND_ERROR_VERSION = 6
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-"""READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: all allowed (no authorizer)."""
 NOT_REQUESTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: req.DescribeGroupsRequest) -> Any:
     names = [str(g) for g in request.groups]
     # include_authorized_operations exists from v3; earlier versions have no such field
-    ops = (
-        GROUP_OPERATIONS
-        if getattr(request, "include_authorized_operations", False)
-        else NOT_REQUESTED
-    )
+    ops = bool(getattr(request, "include_authorized_operations", False))
     groups = ctx.broker.groups
     order = list(range(len(names)))
     if groups is not None and groups.storage.partitions:
@@ -46,8 +41,10 @@ def handle(ctx: RequestContext, request: req.DescribeGroupsRequest) -> Any:
     )
 
 
-def _describe(ctx: RequestContext, group_id: str, ops: int) -> Any:
+def _describe(ctx: RequestContext, group_id: str, with_ops: bool) -> Any:
+    ops = ctx.operations(ResourceType.GROUP, group_id) if with_ops else NOT_REQUESTED
     try:
+        ctx.require_group(Operation.DESCRIBE, group_id)
         group = coordinator_of(ctx).describe_group(group_id)
     except GroupIdNotFound as exc:
         if ctx.api_version < NOT_FOUND_ERROR_VERSION:

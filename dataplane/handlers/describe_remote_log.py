@@ -10,6 +10,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from wire.internal import (
     DESCRIBE_REMOTE_LOG_KEY,
@@ -36,6 +37,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
     image = ctx.broker.metadata
     names = sorted(image.topics) if asked is None else [t for t in asked if t in image.topics]
+    # the remote tier's segments are the topic's data: only topics the caller may READ
+    names = [n for n in names if ctx.on_topic(Operation.READ, n)]
     topics: dict[str, Any] = {}
     for name in names:
         info = image.topics[name]

@@ -13,6 +13,7 @@ from kio.schema.describe_user_scram_credentials.v0 import response as resp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 50
@@ -22,6 +23,14 @@ MISSING = "Attempt to describe a user credential that does not exist: "
 
 
 def handle(ctx: RequestContext, request: req.DescribeUserScramCredentialsRequest) -> Any:
+    if not ctx.on_cluster(Operation.DESCRIBE):  # Kafka's: DESCRIBE on the cluster
+        return ctx.make(
+            resp.DescribeUserScramCredentialsResponse,
+            throttle_time=ZERO,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message="Cluster authorization failed.",
+            results=(),
+        )
     scram = ctx.broker.metadata.scram
     names = [u.name for u in request.users or ()]
     wanted = sorted(scram) if not names else list(dict.fromkeys(names))

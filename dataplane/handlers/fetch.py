@@ -30,6 +30,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v18 import request as req
 from kio.schema.fetch.v18 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from dataplane.log.partition_log import PartitionLog
 from dataplane.replication.partition import Partition
@@ -131,6 +132,8 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
     replica_id = _replica_id(request)
     now = time.monotonic()
     wanted: list[_Wanted] = []
+    # a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic (Kafka's)
+    follower_allowed = replica_id < 0 or ctx.on_cluster(Operation.CLUSTER_ACTION)
     for topic in request.topics:
         name = getattr(topic, "topic", None)
         topic_id = getattr(topic, "topic_id", None)
@@ -141,6 +144,10 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
                 error = ErrorCode.unknown_topic_id
             else:
                 name = info.name
+        if error is ErrorCode.none and not (
+            follower_allowed if replica_id >= 0 else ctx.on_topic(Operation.READ, name or "")
+        ):
+            error = ErrorCode.topic_authorization_failed
         for p in topic.partitions:
             part = plog = None
             perr = error

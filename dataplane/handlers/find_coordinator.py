@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v6 import request as req
 from kio.schema.find_coordinator.v6 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.handlers._groups import DEFAULT_MESSAGES, ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
@@ -26,7 +27,10 @@ BATCHED_VERSION = 4
 
 
 def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int]:
-    """The coordinator's id and its address on the listener the request came through."""
+    """The coordinator's id and its address on the listener the request came through;
+    DESCRIBE on the group (key type 0) is needed, as Kafka's."""
+    if key_type == 0:
+        ctx.require_group(Operation.DESCRIBE, key)
     node, host, port = coordinator_of(ctx).find_coordinator(key_type, key)
     info = ctx.broker.metadata.brokers.get(node)
     if info is not None:

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4 import request as req
 from kio.schema.heartbeat.v4 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
@@ -22,6 +23,7 @@ API_KEY = 12
 def handle(ctx: RequestContext, request: req.HeartbeatRequest) -> Any:
     code = ErrorCode.none
     try:
+        ctx.require_group(Operation.READ, request.group_id)
         coordinator_of(ctx).membership.heartbeat(
             request.group_id,
             request.member_id,

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v6 import request as req
 from kio.schema.init_producer_id.v6 import response as resp
 
+from dataplane.authorizer import Operation, ResourceType
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
 
@@ -31,6 +32,12 @@ ZERO = datetime.timedelta(0)
 def handle(ctx: RequestContext, request: req.InitProducerIdRequest) -> Any:
     if request.transactional_id is not None:
         return _answer(ctx, ErrorCode.invalid_request, -1, -1)
+    # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (KIP-679)
+    if not (
+        ctx.on_cluster(Operation.IDEMPOTENT_WRITE)
+        or ctx.allowed_any(Operation.WRITE, ResourceType.TOPIC)
+    ):
+        return _answer(ctx, ErrorCode.cluster_authorization_failed, -1, -1)
     return _new_producer(ctx)
 
 

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9 import request as req
 from kio.schema.join_group.v9 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.groups.group import JoinRequest, JoinResult
 from dataplane.handlers._groups import ZERO, client_host, coordinator_of, millis
 from dataplane.handlers.context import RequestContext
@@ -39,6 +40,7 @@ def handle(ctx: RequestContext, request: req.JoinGroupRequest) -> Any:
         reason=getattr(request, "reason", None),
     )
     try:
+        ctx.require_group(Operation.READ, request.group_id)
         future = coordinator_of(ctx).membership.join(join)
     except BrokerError as exc:
         return _response(ctx, JoinResult(exc, request.member_id))

@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 from kio.schema.errors import ErrorCode
 from kio.schema.leave_group.v5 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
@@ -28,6 +29,7 @@ def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     else:
         members = [(request.member_id, None)]
     try:
+        ctx.require_group(Operation.READ, request.group_id)
         errors = coordinator_of(ctx).membership.leave(request.group_id, members)
     except BrokerError as exc:
         return ctx.make(

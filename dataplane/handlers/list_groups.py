@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5 import request as req
 from kio.schema.list_groups.v5 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
@@ -20,6 +21,7 @@ API_KEY = 16
 
 
 def handle(ctx: RequestContext, request: req.ListGroupsRequest) -> Any:
+    every = ctx.on_cluster(Operation.DESCRIBE)  # else the groups it may DESCRIBE (Kafka's)
     try:
         groups = coordinator_of(ctx).list_groups(
             getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
@@ -41,5 +43,6 @@ def handle(ctx: RequestContext, request: req.ListGroupsRequest) -> Any:
                 group_type="classic",
             )
             for g in groups
+            if every or ctx.on_group(Operation.DESCRIBE, g.group_id)
         ),
     )

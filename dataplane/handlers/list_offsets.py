@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v11 import request as req
 from kio.schema.list_offsets.v11 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from dataplane.log.partition_log import PartitionLog
 from wire.errors import BrokerError, error_code_for
@@ -38,6 +39,7 @@ async def _with_remote(ctx: RequestContext, request: Any) -> Any:
             if p.timestamp < 0:
                 continue
             try:
+                ctx.require_topic(Operation.DESCRIBE, topic.name)
                 part = ctx.broker.replicas.leader(
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1)
                 )
@@ -58,6 +60,7 @@ def _answer(
         partitions = []
         for p in topic.partitions:
             try:
+                ctx.require_topic(Operation.DESCRIBE, topic.name)
                 part = ctx.broker.replicas.leader(
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1)
                 )

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.list_partition_reassignments.v0 import request as req
 from kio.schema.list_partition_reassignments.v0 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 46
@@ -17,6 +18,14 @@ ZERO = datetime.timedelta(0)
 
 
 def handle(ctx: RequestContext, request: req.ListPartitionReassignmentsRequest) -> Any:
+    if not ctx.on_cluster(Operation.DESCRIBE):  # Kafka's
+        return ctx.make(
+            resp.ListPartitionReassignmentsResponse,
+            throttle_time=ZERO,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message="Cluster authorization failed.",
+            topics=(),
+        )
     image = ctx.broker.metadata
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:

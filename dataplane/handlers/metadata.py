@@ -4,6 +4,11 @@ Everything comes from this broker's metadata image: the live (unfenced) brokers,
 partition's leader, leader epoch, replicas, ISR and offline replicas (fenced ones). A
 partition without a leader is LEADER_NOT_AVAILABLE. Unknown topics are auto-created
 through the controller when ``auto.create.topics.enable`` allows it.
+
+Authorization (Kafka's): a request for all topics lists only those the caller may
+DESCRIBE; a topic asked for by name or id without DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+(whether it exists or not); auto-creation needs CREATE on the cluster or the topic. The
+authorized-operations fields are the caller's, when asked for.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any, TypeAlias
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v13 import response as resp
 
-from dataplane.handlers.context import RequestContext
+from dataplane.authorizer import Operation, ResourceType
+from dataplane.handlers.context import RequestContext, cluster_operations
 from dataplane.metadata import TopicInfo
 from wire.errors import BrokerError, error_code_for
 
@@ -26,10 +32,6 @@ API_KEY = 3
 ZERO = datetime.timedelta(0)
 ZERO_UUID = uuid.UUID(int=0)
 UNSET_OPERATIONS = -(2**31)
-# Without an authorizer every operation is allowed; the bit sets Kafka reports then.
-CLUSTER_OPERATIONS = 8096  # CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS
-#                            ALTER_CONFIGS IDEMPOTENT_WRITE
-TOPIC_OPERATIONS = 3576  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
 
 
 def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
@@ -39,7 +41,13 @@ def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     missing: list[str] = []
     if requested is not None and getattr(request, "allow_auto_topic_creation", True):
         topics = ctx.broker.metadata.topics
-        missing = [w.name for w in requested if getattr(w, "name", None) and w.name not in topics]
+        missing = [
+            w.name
+            for w in requested
+            if getattr(w, "name", None)
+            and w.name not in topics
+            and ctx.on_topic(Operation.DESCRIBE, w.name)
+        ]
     if missing and ctx.broker.config.get_bool("auto.create.topics.enable"):
         return _after_auto_create(ctx, request, requested, missing)
     return _answer(ctx, request, requested, {})
@@ -49,7 +57,11 @@ async def _after_auto_create(
     ctx: RequestContext, request: Any, requested: Any, missing: list[str]
 ) -> Any:
     errors: dict[str, ErrorCode] = {}
+    may_create = ctx.on_cluster(Operation.CREATE)
     for name in dict.fromkeys(missing):
+        if not may_create and not ctx.on_topic(Operation.CREATE, name):
+            errors[name] = ErrorCode.topic_authorization_failed
+            continue
         try:
             await ctx.broker.auto_create(name)
         except BrokerError as exc:
@@ -70,15 +82,20 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
         brokers = (
             ctx.make(resp.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port),
         )
-    topic_ops = (
-        TOPIC_OPERATIONS
-        if getattr(request, "include_topic_authorized_operations", False)
-        else UNSET_OPERATIONS
-    )
+    topic_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     topics: list[Any] = []
     if requested is None:
-        topics = [_topic(ctx, info, topic_ops) for info in image.topics.values()]
+        topics = [
+            _topic(ctx, info, topic_ops)
+            for info in image.topics.values()
+            if ctx.on_topic(Operation.DESCRIBE, info.name)
+        ]
     else:
+        # Kafka's order: the topics it may describe, then those it may not create, then
+        # those it may not describe
+        not_created: list[Any] = []
+        hidden: list[Any] = []
+        denied = ErrorCode.topic_authorization_failed
         for wanted in requested:
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
@@ -86,19 +103,24 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
                 info = image.topics_by_id.get(topic_id)
                 if info is None:
                     topics.append(_error_topic(ctx, None, ErrorCode.unknown_topic_id, topic_id))
+                elif not ctx.on_topic(Operation.DESCRIBE, info.name):
+                    hidden.append(_error_topic(ctx, None, denied, topic_id))
                 else:
                     topics.append(_topic(ctx, info, topic_ops))
                 continue
             if name is None:
                 continue
             info = image.topics.get(name)
-            if info is None:
+            if not ctx.on_topic(Operation.DESCRIBE, name):
+                hidden.append(_error_topic(ctx, name, denied))
+            elif info is None:
                 code = errors.get(name, ErrorCode.unknown_topic_or_partition)
-                topics.append(_error_topic(ctx, name, code))
+                (not_created if code == denied else topics).append(_error_topic(ctx, name, code))
             else:
                 topics.append(_topic(ctx, info, topic_ops))
+        topics += not_created + hidden
     cluster_ops = (
-        CLUSTER_OPERATIONS
+        cluster_operations(ctx)
         if getattr(request, "include_cluster_authorized_operations", False)
         else UNSET_OPERATIONS
     )
@@ -114,7 +136,7 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
     )
 
 
-def _topic(ctx: RequestContext, info: TopicInfo, operations: int) -> Any:
+def _topic(ctx: RequestContext, info: TopicInfo, with_operations: bool) -> Any:
     image = ctx.broker.metadata
     parts: list[Any] = []
     for p in range(info.partitions):
@@ -143,7 +165,9 @@ def _topic(ctx: RequestContext, info: TopicInfo, operations: int) -> Any:
         topic_id=info.topic_id,
         is_internal=info.internal,
         partitions=tuple(parts),
-        topic_authorized_operations=operations,
+        topic_authorized_operations=(
+            ctx.operations(ResourceType.TOPIC, info.name) if with_operations else UNSET_OPERATIONS
+        ),
     )
 
 

@@ -15,12 +15,14 @@ from typing import Any, TypeAlias
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_commit.v10 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.groups.coordinator import OffsetCommitEntry
 from dataplane.handlers._groups import ZERO, coordinator_of, millis
 from dataplane.handlers.context import RequestContext
 from wire.errors import (
     BrokerError,
     NotCoordinator,
+    TopicAuthorizationFailed,
     UnknownTopicId,
     UnknownTopicOrPartition,
     error_code_for,
@@ -41,6 +43,12 @@ def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     topics = ctx.broker.metadata
     rejected: list[Answer] = []
     accepted: list[tuple[Any, OffsetCommitEntry]] = []
+    try:  # Kafka's: READ on the group for the whole request, then READ on each topic
+        ctx.require_group(Operation.READ, request.group_id)
+    except BrokerError as exc:
+        return _response(
+            ctx, [(t, p.partition_index, exc) for t in request.topics for p in t.partitions]
+        )
     for topic in request.topics:
         if ctx.api_version >= TOPIC_ID_VERSION:
             info = topics.topics_by_id.get(topic.topic_id)
@@ -48,6 +56,10 @@ def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
         else:
             info = topics.topics.get(topic.name)
             missing = UnknownTopicOrPartition(f"unknown topic {topic.name!r}")
+        name = info.name if info is not None else getattr(topic, "name", None)
+        if name is not None and not ctx.on_topic(Operation.READ, name):
+            info = None
+            missing = TopicAuthorizationFailed(f"not authorized to READ topic {name}")
         for p in topic.partitions:
             if info is None:
                 rejected.append((topic, p.partition_index, missing))

@@ -19,9 +19,16 @@ from kio.schema.errors import ErrorCode
 from kio.schema.offset_delete.v0 import request as req
 from kio.schema.offset_delete.v0 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
-from wire.errors import BrokerError, NotCoordinator, UnknownTopicOrPartition, error_code_for
+from wire.errors import (
+    BrokerError,
+    NotCoordinator,
+    TopicAuthorizationFailed,
+    UnknownTopicOrPartition,
+    error_code_for,
+)
 
 API_KEY = 47
 log = logging.getLogger(__name__)
@@ -33,8 +40,14 @@ def handle(ctx: RequestContext, request: req.OffsetDeleteRequest) -> Any:
     image = ctx.broker.metadata
     asked: list[tuple[str, list[int]]] = []
     unknown: Results = []
+    if not ctx.on_group(Operation.DELETE, request.group_id):
+        return _response(ctx, ErrorCode.group_authorization_failed, [])
     for topic in request.topics:
         parts = [int(p.partition_index) for p in topic.partitions]
+        if not ctx.on_topic(Operation.READ, topic.name):  # Kafka's: READ on each topic
+            denied = TopicAuthorizationFailed(f"not authorized to READ topic {topic.name}")
+            unknown.append((topic.name, [(p, denied) for p in parts]))
+            continue
         known = [p for p in parts if image.partition(topic.name, p) is not None]
         missing = [p for p in parts if p not in known]
         if known:

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.offset_fetch.v7 import response as old
 from kio.schema.offset_fetch.v10 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, InvalidGroupId, error_code_for
@@ -97,6 +98,7 @@ def _fetch(
     try:
         if group_id is None:
             raise InvalidGroupId("group id is null")
+        ctx.require_group(Operation.DESCRIBE, group_id)
         found = coordinator_of(ctx).fetch_offsets(group_id, wanted)
     except BrokerError as exc:
         requested: list[TopicAnswer] = [
@@ -105,6 +107,11 @@ def _fetch(
         return error_code_for(exc), [*requested, *unknown]
     answers: list[TopicAnswer] = []
     for name, partitions in found:
+        if not ctx.on_topic(Operation.DESCRIBE, name):  # Kafka's: hidden, or refused by name
+            if wanted is not None:
+                denied = ErrorCode.topic_authorization_failed
+                answers.append((name, None, [(p, -1, -1, "", denied) for p, _ in partitions]))
+            continue
         topic_id = None
         if by_id:
             info = metadata.topics.get(name)

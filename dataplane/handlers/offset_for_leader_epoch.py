@@ -16,19 +16,27 @@ from kio.schema.errors import ErrorCode
 from kio.schema.offset_for_leader_epoch.v4 import request as req
 from kio.schema.offset_for_leader_epoch.v4 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
-from wire.errors import BrokerError, error_code_for
+from wire.errors import BrokerError, TopicAuthorizationFailed, error_code_for
 
 API_KEY = 23
 ZERO = datetime.timedelta(0)
 
 
 def handle(ctx: RequestContext, request: req.OffsetForLeaderEpochRequest) -> Any:
+    # a follower needs CLUSTER_ACTION on the cluster, a consumer DESCRIBE on each topic
+    follower = getattr(request, "replica_id", -1) >= 0
+    follower_allowed = follower and ctx.on_cluster(Operation.CLUSTER_ACTION)
     topics = []
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             try:
+                if not (
+                    follower_allowed if follower else ctx.on_topic(Operation.DESCRIBE, topic.topic)
+                ):
+                    raise TopicAuthorizationFailed(f"not authorized for topic {topic.topic}")
                 part = ctx.broker.replicas.leader(
                     topic.topic, p.partition, getattr(p, "current_leader_epoch", -1)
                 )

@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v13 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from dataplane.log.partition_log import AppendResult
 from dataplane.replication.partition import Partition
@@ -47,7 +48,11 @@ def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     if broker.config.get_bool("auto.create.topics.enable"):
         topics = broker.metadata.topics
         missing = [
-            t.name for t in request.topic_data if getattr(t, "name", None) and t.name not in topics
+            t.name
+            for t in request.topic_data
+            if getattr(t, "name", None)
+            and t.name not in topics
+            and (ctx.on_cluster(Operation.CREATE) or ctx.on_topic(Operation.CREATE, t.name))
         ]
         if missing:
             return _after_auto_create(ctx, request, missing)
@@ -183,6 +188,7 @@ def _resolve(ctx: RequestContext, name: str | None, topic_id: Any, partition: in
         if info is None:
             raise UnknownTopicId(f"unknown topic id {topic_id}")
         name = info.name
+    ctx.require_topic(Operation.WRITE, name)
     return broker.replicas.leader(name, partition)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta, i64
 
+from dataplane.authorizer import Operation
 from dataplane.cluster import records as r
 from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, CorruptRecord, error_code_for, error_message_for
@@ -26,6 +27,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 async def _commit(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.cluster.local_controller()
+    if not ctx.on_cluster(Operation.CLUSTER_ACTION):  # brokers only
+        return _answer(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     if controller is None:
         return _answer(ErrorCode.not_controller, None)
     try:

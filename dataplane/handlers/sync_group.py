@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sync_group.v5 import request as req
 from kio.schema.sync_group.v5 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.groups.group import SyncRequest, SyncResult
 from dataplane.handlers._groups import ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
@@ -41,6 +42,7 @@ def handle(ctx: RequestContext, request: req.SyncGroupRequest) -> Any:
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
     )
     try:
+        ctx.require_group(Operation.READ, request.group_id)
         future = coordinator_of(ctx).membership.sync(sync)
     except BrokerError as exc:
         return _response(ctx, SyncResult(exc))

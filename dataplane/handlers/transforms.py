@@ -26,6 +26,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from dataplane.authorizer import Operation
 from dataplane.cluster import records as r
 from dataplane.cluster.changes import Changes
 from dataplane.handlers._controller import via_controller
@@ -56,6 +57,11 @@ def handle(ctx: RequestContext, request: TransformsRequest) -> Any:
         doc = json.loads(request.payload or b"{}")
         if not isinstance(doc, dict):
             raise InvalidRequest("the payload is not a JSON object")
+        # describing needs DESCRIBE on the cluster, everything else ALTER (checked here: a
+        # forwarded request reaches the controller from this broker)
+        ctx.require_cluster(
+            Operation.DESCRIBE if request.operation == "describe" else Operation.ALTER
+        )
         if request.operation == "deploy":
             return _deploy(ctx, doc, bytes(request.module))
         if request.operation == "describe":

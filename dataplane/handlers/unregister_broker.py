@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.unregister_broker.v0 import request as req
 from kio.schema.unregister_broker.v0 import response as resp
 
+from dataplane.authorizer import Operation
 from dataplane.cluster import records as r
 from dataplane.cluster.changes import Changes
 from dataplane.handlers._controller import via_controller
@@ -24,6 +25,13 @@ ZERO = datetime.timedelta(0)
 
 
 def handle(ctx: RequestContext, request: req.UnregisterBrokerRequest) -> Any:
+    if not ctx.on_cluster(Operation.ALTER):  # Kafka's; here: the controller sees this broker
+        return ctx.make(
+            resp.UnregisterBrokerResponse,
+            throttle_time=ZERO,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message="Cluster authorization failed.",
+        )
     return via_controller(ctx, request, _decide)
 
 

@@ -1,7 +1,9 @@
 """ACLs through Kafka's admin APIs (CreateAcls, DescribeAcls, DeleteAcls) with
 confluent-kafka's AdminClient: created, listed with LITERAL, PREFIXED, ANY and MATCH
 filters, deleted by filter, refused with Kafka's messages when invalid, and kept in the
-metadata log across a broker restart. (Enforcement comes next: issue 15.)"""
+metadata log across a broker restart. The brokers run the StandardAuthorizer with the
+PLAINTEXT client (User:ANONYMOUS) as super user; without an authorizer the ACL APIs answer
+SECURITY_DISABLED, as Kafka's. Enforcement: test_authorization.py."""
 
 from __future__ import annotations
 
@@ -20,19 +22,26 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kio.schema.errors import ErrorCode
 
 from tests.conftest import BrokerProcess
+from tests.security.test_authorization import any_acls
 from tests.support.cluster_workload import wait_for
+from tests.support.raw_client import RawClient
 from tests.support.sluice_cluster import SluiceCluster
 
 LIT, PRE = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 TIMEOUT = 30
+AUTHORIZED = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+}
 
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("acls") / "data").start()
+    proc = BrokerProcess(tmp_path_factory.mktemp("acls") / "data", AUTHORIZED).start()
     yield proc
     proc.stop()
     proc.kill()
@@ -137,7 +146,7 @@ def test_invalid_acls_are_refused(
 
 
 def test_every_broker_of_a_cluster_sees_an_acl_created_through_any(tmp_path: Path) -> None:
-    cluster = SluiceCluster(tmp_path / "sluice", brokers=3)
+    cluster = SluiceCluster(tmp_path / "sluice", brokers=3, settings=AUTHORIZED)
     try:
         cluster.start()
         addresses = [cluster.broker(i).bootstrap for i in range(cluster.size)]
@@ -156,3 +165,15 @@ def test_every_broker_of_a_cluster_sees_an_acl_created_through_any(tmp_path: Pat
                 )
     finally:
         cluster.stop()
+
+
+def test_without_an_authorizer_the_acl_apis_are_disabled(broker: BrokerProcess) -> None:
+    client = admin(broker.bootstrap)
+    binding = AclBinding(ResourceType.TOPIC, "t", LIT, "User:a", "*", AclOperation.READ, ALLOW)
+    with pytest.raises(KafkaException, match="No Authorizer is configured"):
+        create(client, [binding])
+    # (librdkafka's describe_acls gives an empty list for a top-level error: ask raw)
+    with RawClient(broker.bootstrap) as raw:
+        answer = raw.request(any_acls())
+    assert answer.error_code == ErrorCode.security_disabled
+    assert answer.error_message == "No Authorizer is configured."
