@@ -23,13 +23,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as TP
 
 from spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, ReadOptions
 from spark.remote_log import RemoteLog, RemotePartition, describe_remote_log
 from tiered.layout import segment_keys
 from tiered.remote_segment import RemoteSegment
+from wire.sasl import ClientSecurity
 
 TopicPartition = tuple[str, int]
 
@@ -226,6 +227,17 @@ class Brokers:
                 raise OptionError(f"topic {name!r}: {meta.error}")
             out += [(name, p) for p in sorted(meta.partitions)]
         missing = [t for t in selection.topics if t not in topics]
+        for name in missing:  # asked by name: the broker says why (ACLs hide from a listing)
+            meta = self.consumer.list_topics(topic=name, timeout=self.timeout).topics.get(name)
+            if (
+                meta is not None
+                and meta.error is not None
+                and meta.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            ):
+                raise OptionError(
+                    f"topic {name!r}: not authorized (TOPIC_AUTHORIZATION_FAILED): the "
+                    "kafka.sasl.* / kafka.ssl.* principal needs READ and DESCRIBE on it"
+                )
         if missing:
             raise OptionError(f"topic(s) not found: {', '.join(missing)}")
         return out
@@ -305,7 +317,13 @@ def offsets_range(
 def remote_log(options: ReadOptions) -> RemoteLog | None:
     if not options.describe_remote:
         return None
-    return describe_remote_log(options.bootstrap, options.selection.describe_topics())
+    try:
+        security = ClientSecurity.from_properties(options.kafka_conf)
+    except (ValueError, OSError) as exc:  # OSError: an unreadable CA or key file
+        raise OptionError(f"kafka.* security options: {exc}") from None
+    return describe_remote_log(
+        options.bootstrap, options.selection.describe_topics(), security=security
+    )
 
 
 def plan_splits(

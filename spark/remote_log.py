@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from tiered.remote_segment import COPY_FINISHED, RemoteSegment
 from wire.client import BlockingConnection
 from wire.internal import DescribeRemoteLogRequest
+from wire.sasl import ClientSecurity
 
 CLIENT_ID = "sluice-spark"
 
@@ -66,14 +67,23 @@ def parse_payload(doc: dict[str, Any]) -> RemoteLog:
     return RemoteLog(str(doc.get("cluster_id", "")), topic_ids, partitions)
 
 
-def ask_broker(host: str, port: int, topics: Sequence[str] | None, timeout: float) -> RemoteLog:
-    """DescribeRemoteLog of one broker; OSError when it cannot be reached."""
+def ask_broker(
+    host: str,
+    port: int,
+    topics: Sequence[str] | None,
+    timeout: float,
+    security: ClientSecurity | None = None,
+) -> RemoteLog:
+    """DescribeRemoteLog of one broker; OSError when it cannot be reached (or refuses the
+    credentials)."""
     request = DescribeRemoteLogRequest(
         payload=json.dumps(
             {"version": 1, "topics": None if topics is None else list(topics)}
         ).encode()
     )
-    with BlockingConnection(host, port, client_id=CLIENT_ID, timeout=timeout) as connection:
+    with BlockingConnection(
+        host, port, client_id=CLIENT_ID, timeout=timeout, security=security
+    ) as connection:
         response = connection.request(request)
     if response.error_code != ErrorCode.none:
         detail = f": {response.error_message}" if response.error_message else ""
@@ -100,13 +110,17 @@ def split_servers(bootstrap: str) -> list[tuple[str, int]]:
 
 
 def describe_remote_log(
-    bootstrap: str, topics: Sequence[str] | None, timeout: float = 10.0
+    bootstrap: str,
+    topics: Sequence[str] | None,
+    timeout: float = 10.0,
+    security: ClientSecurity | None = None,
 ) -> RemoteLog:
-    """Ask the bootstrap brokers in turn until one answers."""
+    """Ask the bootstrap brokers in turn until one answers (through the listener the
+    ``kafka.*`` options secure: ``security``)."""
     errors = []
     for host, port in split_servers(bootstrap):
         try:
-            return ask_broker(host, port, topics, timeout)
+            return ask_broker(host, port, topics, timeout, security)
         except (OSError, ValueError) as exc:
             errors.append(f"{host}:{port}: {exc}")
     raise RemoteLogError("no broker answered DescribeRemoteLog: " + "; ".join(errors))

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -33,7 +34,7 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from wire.sasl import SaslCredentials, SaslFailed, exchange
+from wire.sasl import ClientSecurity, SaslCredentials, SaslFailed, exchange
 
 SIZE = struct.Struct(">i")
 MAX_RESPONSE = 256 * 1024 * 1024
@@ -89,14 +90,41 @@ class BlockingConnection:
     or send malformed bytes."""
 
     def __init__(
-        self, host: str, port: int, *, client_id: str | None = "sluice", timeout: float = 10
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "sluice",
+        timeout: float = 10,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: TLS and / or SASL as a secured listener needs (None: plaintext)."""
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {host}:{port}: {exc}") from exc
         self.client_id = client_id
         self.correlation = 0
+        if security is None:
+            return
+        try:
+            if security.tls is not None:
+                self.sock = security.tls.wrap_socket(self.sock, server_hostname=host)
+            if security.credentials is not None:
+                self._authenticate(security.credentials)
+        except (OSError, ssl.SSLError):
+            self.sock.close()
+            raise
+
+    def _authenticate(self, credentials: SaslCredentials) -> None:
+        steps = exchange(credentials)
+        answer: Any = None
+        while True:
+            try:
+                request = steps.send(answer)
+            except StopIteration:
+                return
+            answer = self.request(request)
 
     @classmethod
     def to(cls, address: str, **kwargs: Any) -> BlockingConnection:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import enum
 import json
 import os
+import ssl
 import stat
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,53 @@ class SaslCredentials:
 
     def __repr__(self) -> str:  # never the password, in a log or a traceback
         return f"SaslCredentials({self.username!r}, {self.mechanism.value})"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How a client connection is secured: TLS (a context that checks the broker) and / or
+    SASL credentials; both None is PLAINTEXT."""
+
+    tls: ssl.SSLContext | None = None
+    credentials: SaslCredentials | None = None
+
+    @classmethod
+    def from_properties(cls, conf: Mapping[str, str]) -> ClientSecurity | None:
+        """From librdkafka's (and Kafka's) client properties: ``security.protocol``,
+        ``sasl.mechanism`` / ``sasl.mechanisms``, ``sasl.username``, ``sasl.password``,
+        ``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+        ``ssl.endpoint.identification.algorithm`` (``none`` or empty: no host name check).
+        None for PLAINTEXT; ValueError names what is missing or wrong."""
+        protocol = conf.get("security.protocol", "PLAINTEXT").upper()
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(
+                f"security.protocol {protocol!r}: expected PLAINTEXT, SSL, SASL_PLAINTEXT or "
+                "SASL_SSL"
+            )
+        if protocol == "PLAINTEXT":
+            return None
+        tls = None
+        if protocol.endswith("SSL"):
+            tls = ssl.create_default_context(cafile=conf.get("ssl.ca.location") or None)
+            if conf.get("ssl.endpoint.identification.algorithm", "https").lower() in ("", "none"):
+                tls.check_hostname = False
+            certificate = conf.get("ssl.certificate.location")
+            if certificate:
+                tls.load_cert_chain(certificate, conf.get("ssl.key.location") or None)
+        credentials = None
+        if protocol.startswith("SASL_"):
+            raw = conf.get("sasl.mechanism") or conf.get("sasl.mechanisms") or "GSSAPI"
+            try:
+                mechanism = Mechanism(raw.upper())
+            except ValueError:
+                raise ValueError(
+                    f"sasl.mechanism {raw!r}: expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                ) from None
+            username, password = conf.get("sasl.username"), conf.get("sasl.password")
+            if not username or password is None:
+                raise ValueError(f"{protocol} needs sasl.username and sasl.password")
+            credentials = SaslCredentials(username, password, mechanism)
+        return cls(tls, credentials)
 
 
 def load_credentials(path: str | Path) -> SaslCredentials:
