@@ -355,7 +355,7 @@ class KafkaServer:
                 listener.port,
                 reuse_address=True,
                 backlog=1024,
-                ssl=self.security.ssl_context if listener.tls else None,
+                ssl=self.security.tls_context(listener),
             )
             self.servers.append(server)
         self.server = self.servers[0]

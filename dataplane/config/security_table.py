@@ -128,6 +128,17 @@ SECURITY_CONFIGS: list[ConfigDef] = [
         read_only=True,
     ),
     ConfigDef(
+        "listener.allowed.principals",
+        S,
+        "",
+        "Listeners that admit only some principals, as NAME=PRINCIPAL|PRINCIPAL;NAME=... "
+        "(e.g. ENDPOINT_A=User:alice|User:CN=app,O=Example). A principal not named is "
+        "refused when it has authenticated (SASL_AUTHENTICATION_FAILED, then the connection "
+        "closes) or, on SSL and PLAINTEXT listeners, as it connects. Listeners not named "
+        "admit everyone. Private endpoints use it (--allow-principal).",
+        read_only=True,
+    ),
+    ConfigDef(
         "inter.broker.credentials.file",
         S,
         "",

@@ -86,6 +86,33 @@ def parse_listeners(config: Settings, listen_host: str, listen_port: int) -> lis
     return primary + [x for x in found if x is not primary[0]]
 
 
+def allowed_principals(config: Settings, listeners: list[Listener]) -> dict[str, frozenset[str]]:
+    """``listener.allowed.principals`` by listener name (absent: every principal)."""
+    names = {x.name for x in listeners}
+    out: dict[str, frozenset[str]] = {}
+    for item in (x.strip() for x in config.get_str("listener.allowed.principals").split(";")):
+        if not item:
+            continue
+        name, sep, raw = item.partition("=")
+        principals = frozenset(p.strip() for p in raw.split("|") if p.strip())
+        if not sep or not name.strip() or not principals:
+            raise InvalidConfig(
+                f"invalid listener.allowed.principals entry {item!r}: expected NAME=User:a|User:b"
+            )
+        if name.strip() not in names:
+            raise InvalidConfig(
+                f"listener.allowed.principals: no listener named {name.strip()!r} "
+                f"(listeners: {', '.join(sorted(names))})"
+            )
+        bad = sorted(p for p in principals if not p.startswith("User:"))
+        if bad:
+            raise InvalidConfig(
+                f"listener.allowed.principals: {bad[0]!r} is not a principal (User:NAME)"
+            )
+        out[name.strip()] = principals
+    return out
+
+
 def check_security(config: Settings, listeners: list[Listener]) -> None:
     """Refuse settings a secured listener cannot start with."""
     if any(x.tls for x in listeners):
@@ -110,8 +137,9 @@ def check_security(config: Settings, listeners: list[Listener]) -> None:
         )
 
 
-def server_context(config: Settings) -> ssl.SSLContext:
-    """The TLS context of SSL and SASL_SSL listeners (TLS 1.2 or newer)."""
+def server_context(config: Settings, client_auth: str | None = None) -> ssl.SSLContext:
+    """The TLS context of SSL and SASL_SSL listeners (TLS 1.2 or newer); client
+    certificates as ``client_auth`` says, else as ``ssl.client.auth``."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
@@ -123,7 +151,7 @@ def server_context(config: Settings) -> ssl.SSLContext:
             context.load_verify_locations(cafile=ca)
     except (OSError, ssl.SSLError) as exc:
         raise InvalidConfig(f"cannot load the TLS certificate, key or CA: {exc}") from exc
-    client_auth = config.get_str("ssl.client.auth")
+    client_auth = client_auth or config.get_str("ssl.client.auth")
     context.verify_mode = {
         "none": ssl.CERT_NONE,
         "requested": ssl.CERT_OPTIONAL,

@@ -32,6 +32,7 @@ from dataplane.security import credentials
 from dataplane.security.listeners import (
     ANONYMOUS,
     Listener,
+    allowed_principals,
     certificate_principal,
     check_security,
     parse_listeners,
@@ -79,13 +80,27 @@ class Security:
         self.reauth_ms = config.get_int("connections.max.reauth.ms")
         self.fail_delay_s = config.get_seconds("connection.failed.authentication.delay.ms")
         self.users = users
+        self.allowed = allowed_principals(config, self.listeners)
+        """Listeners that admit only some principals (``listener.allowed.principals``)."""
         self.ssl_context: ssl.SSLContext | None = None
+        """TLS of SSL listeners: client certificates as ``ssl.client.auth`` says."""
+        self.sasl_ssl_context: ssl.SSLContext | None = None
+        """TLS of SASL_SSL listeners: no client certificate (Kafka applies the broker-wide
+        ``ssl.client.auth`` to SSL listeners only, KIP-684), so one broker may have a
+        SASL_SSL listener and an SSL listener that requires certificates."""
         if any(x.tls for x in self.listeners):
             self.ssl_context = server_context(config)
+            self.sasl_ssl_context = server_context(config, client_auth="none")
 
     def lookup(self, user: str) -> dict[int, r.ScramCredential] | None:
         """The SCRAM credentials of ``user`` by mechanism type, or None."""
         return self.users.scram.get(user)
+
+    def tls_context(self, listener: Listener) -> ssl.SSLContext | None:
+        """The TLS context of ``listener`` (None: not a TLS listener)."""
+        if not listener.tls:
+            return None
+        return self.sasl_ssl_context if listener.sasl else self.ssl_context
 
     def session(self, listener: Listener) -> Session:
         return Session(self, listener)
@@ -115,6 +130,15 @@ class Session:
             ssl_object = transport.get_extra_info("ssl_object")
             der = None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
             self.principal = certificate_principal(der)
+        if not self.listener.sasl and not self.admits(self.principal):
+            self.state = State.FAILED
+            text = f"{self.principal} may not connect through listener {self.listener.name}"
+            asyncio.get_running_loop().call_soon(close, text)
+
+    def admits(self, principal: str) -> bool:
+        """Whether this connection's listener lets ``principal`` in."""
+        allowed = self.security.allowed.get(self.listener.name)
+        return allowed is None or principal in allowed
 
     # ------------------------------------------------------------------ the gate
 
@@ -242,6 +266,11 @@ class Session:
 
     def _succeeded(self, user: str) -> Outcome:
         principal = f"User:{user}"
+        if not self.admits(principal):
+            return self._failed(
+                f"{principal} may not connect through listener {self.listener.name}",
+                f"Authentication failed: {principal} may not connect through {self.listener.name}",
+            )
         if self.reauthenticating and principal != self.principal:
             return self._failed(
                 "principal changed during re-authentication",
