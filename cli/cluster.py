@@ -1,5 +1,6 @@
-"""Cluster commands: create, describe, list, bootstrap brokers, scale, configure, reboot a
-broker, delete. A cluster command takes the cluster NAME as its argument.
+"""Cluster commands: create, describe, list, bootstrap brokers, scale, configure, change how
+clients authenticate, reboot a broker, delete. A cluster command takes the cluster NAME as
+its argument.
 
 ``--wait`` polls the cluster and prints each state change to stderr; stdout gets the final
 result only. A control plane that restarts meanwhile does not end the wait: it reconnects
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -28,6 +29,7 @@ from cli.options import (
 )
 from cli.output import (
     CliError,
+    client_auth_name,
     cluster_json,
     cluster_state,
     cluster_table,
@@ -39,8 +41,33 @@ from cli.output import (
 from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import errors_pb2 as epb
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 POLL_INTERVAL = 0.2
 UNREACHABLE = (epb.CONTROL_PLANE_UNAVAILABLE,)
+CLIENT_AUTH = {
+    "none": pb.CLIENT_AUTH_NONE,
+    "scram": pb.CLIENT_AUTH_SCRAM,
+    "tls": pb.CLIENT_AUTH_TLS,
+}
+"""``--client-auth`` / ``--auth`` values: MSK's client_authentication modes (each its own
+listener on every broker): PLAINTEXT, SASL_SSL with SCRAM-SHA-512, SSL with client
+certificates."""
+
+
+def client_auth_option(*, required: bool) -> Callable[[F], F]:
+    """``--client-auth none|scram|tls``, repeatable."""
+    default = "" if required else " (default: none)"
+    return click.option(
+        "--client-auth",
+        "client_auth",
+        multiple=True,
+        required=required,
+        type=click.Choice(list(CLIENT_AUTH)),
+        help="How clients authenticate, one listener per mode: none (PLAINTEXT), scram "
+        "(SASL_SSL, SCRAM-SHA-512), tls (SSL with client certificates); repeatable, the "
+        f"first is the default bootstrap string{default}.",
+    )
 
 
 def show(cluster: pb.Cluster, output: str) -> None:
@@ -153,6 +180,7 @@ def finish(api: Api, cluster: pb.Cluster, wait: bool, timeout: float, output: st
 @click.option(
     "--brokers", "broker_count", type=int, help="Number of brokers (default 3).", default=None
 )
+@client_auth_option(required=False)
 @config_option("Broker")
 @wait_option
 @timeout_option
@@ -163,15 +191,22 @@ def create_cluster(
     *,
     name: str,
     broker_count: int | None,
+    client_auth: tuple[str, ...],
     settings: tuple[str, ...],
     wait: bool,
     timeout: float,
     output: str,
 ) -> None:
-    """Create a cluster of NAME with its own brokers."""
+    """Create a cluster of NAME with its own brokers.
+
+    With --client-auth scram or tls, clients trust `cloudctl get-ca-cert NAME`; SCRAM users
+    are created in the cluster, TLS clients need a certificate of the same CA.
+    """
     config = _settings(settings)
     api = Api(env)
-    request = pb.CreateClusterRequest(name=name, config=config)
+    request = pb.CreateClusterRequest(
+        name=name, config=config, client_auth=[CLIENT_AUTH[m] for m in client_auth]
+    )
     if broker_count is not None:
         request.broker_count = broker_count
     finish(api, api.call(api.clusters.CreateCluster, request), wait, timeout, output)
@@ -203,15 +238,36 @@ def list_clusters(env: Env, *, output: str) -> None:
 
 @click.command("get-bootstrap-brokers")
 @cluster_argument
+@click.option(
+    "--auth",
+    type=click.Choice(list(CLIENT_AUTH)),
+    default=None,
+    help="The listener: none, scram or tls (default: the cluster's first mode).",
+)
 @output_option
 @click.pass_obj
-def get_bootstrap_brokers(env: Env, *, name: str, output: str) -> None:
-    """Print host:port[,host:port...] of the cluster's brokers, and nothing else."""
+def get_bootstrap_brokers(env: Env, *, name: str, auth: str | None, output: str) -> None:
+    """Print host:port[,host:port...] of the cluster's brokers, and nothing else.
+
+    JSON also lists every listener with MSK's names: BootstrapBrokerString (none),
+    BootstrapBrokerStringTls (tls), BootstrapBrokerStringSaslScram (scram); "" for a mode
+    the cluster does not have.
+    """
     api = Api(env)
-    reply = api.call(api.clusters.GetBootstrapBrokers, pb.GetBootstrapBrokersRequest(name=name))
+    request = pb.GetBootstrapBrokersRequest(name=name)
+    if auth is not None:
+        request.client_auth = CLIENT_AUTH[auth]
+    reply = api.call(api.clusters.GetBootstrapBrokers, request)
     emit(
         output,
-        {"bootstrap_brokers": reply.bootstrap_brokers, "addresses": list(reply.addresses)},
+        {
+            "bootstrap_brokers": reply.bootstrap_brokers,
+            "addresses": list(reply.addresses),
+            "client_auth": client_auth_name(reply.client_auth),
+            "BootstrapBrokerString": reply.bootstrap_broker_string,
+            "BootstrapBrokerStringTls": reply.bootstrap_broker_string_tls,
+            "BootstrapBrokerStringSaslScram": reply.bootstrap_broker_string_sasl_scram,
+        },
         reply.bootstrap_brokers,
     )
 
@@ -293,6 +349,38 @@ def update_cluster_config(
     finish(api, api.call(api.clusters.UpdateClusterConfig, request), wait, timeout, output)
 
 
+@click.command("update-cluster-security")
+@cluster_argument
+@client_auth_option(required=True)
+@config_option("Broker")
+@wait_option
+@timeout_option
+@output_option
+@click.pass_obj
+def update_cluster_security(
+    env: Env,
+    *,
+    name: str,
+    client_auth: tuple[str, ...],
+    settings: tuple[str, ...],
+    wait: bool,
+    timeout: float,
+    output: str,
+) -> None:
+    """Change how clients authenticate: the modes given are the cluster's from now on.
+
+    The brokers restart with the new listeners, one at a time (as MSK's UpdateSecurity). The
+    first secured mode of a cluster also makes its brokers authenticate to each other: they
+    restart together, once (a few seconds without service; no acknowledged record is lost).
+    Existing listeners keep their ports.
+    """
+    api = Api(env)
+    request = pb.UpdateClusterSecurityRequest(
+        name=name, client_auth=[CLIENT_AUTH[m] for m in client_auth], config=_settings(settings)
+    )
+    finish(api, api.call(api.clusters.UpdateClusterSecurity, request), wait, timeout, output)
+
+
 @click.command("reboot-broker")
 @cluster_argument
 @click.option("--broker", "broker_id", type=int, required=True, help="Id of the broker.")
@@ -362,6 +450,7 @@ COMMANDS = [
     get_ca_cert,
     update_broker_count,
     update_cluster_config,
+    update_cluster_security,
     reboot_broker,
     delete_cluster,
 ]

@@ -111,6 +111,24 @@ def object_store_json(cluster: clusters_pb2.Cluster) -> dict[str, str]:
     return {"endpoint": store.endpoint, "bucket": store.bucket}
 
 
+def client_auth_name(value: int) -> str:
+    """A client authentication mode as its enum name without prefix: ``NONE``, ``SCRAM``,
+    ``TLS``."""
+    return clusters_pb2.ClientAuth.Name(value).removeprefix("CLIENT_AUTH_")
+
+
+def client_auth_text(cluster: clusters_pb2.Cluster) -> str:
+    """``none, scram``: the modes as the command line names them."""
+    return ", ".join(client_auth_name(m).lower() for m in cluster.client_auth) or "none"
+
+
+def listeners_text(broker: clusters_pb2.Broker) -> str:
+    """``none :9092, scram :9096`` (one listener per mode)."""
+    return ", ".join(
+        f"{client_auth_name(x.client_auth).lower()} :{x.port}" for x in broker.listeners
+    )
+
+
 def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
     return {
         "name": cluster.name,
@@ -120,6 +138,7 @@ def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
         "operation": cluster.operation,
         "broker_count": cluster.broker_count,
         "bootstrap_brokers": cluster.bootstrap_brokers,
+        "client_auth": [client_auth_name(m) for m in cluster.client_auth],
         "brokers": [
             {
                 "id": b.id,
@@ -131,6 +150,16 @@ def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
                 "restarts": b.restarts,
                 "data_dir": b.data_dir,
                 "log_path": b.log_path,
+                "listeners": [
+                    {
+                        "client_auth": client_auth_name(x.client_auth),
+                        "name": x.name,
+                        "security_protocol": x.security_protocol,
+                        "port": x.port,
+                        "address": f"{b.host}:{x.port}",
+                    }
+                    for x in b.listeners
+                ],
             }
             for b in cluster.brokers
         ],
@@ -165,6 +194,7 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
             ("state", state),
             ("brokers", f"{running(cluster)}/{cluster.broker_count} running"),
             ("bootstrap", cluster.bootstrap_brokers),
+            ("client auth", client_auth_text(cluster)),
             ("config", config_text(cluster.config)),
             ("object store", object_store_text(cluster)),
             ("logs", f"{cluster.log_dir or '-'} (`cloudctl logs {cluster.name}`)"),
@@ -177,9 +207,16 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
         )
     )
     brokers = table(
-        ["BROKER", "ADDRESS", "STATE", "PID", "RESTARTS"],
+        ["BROKER", "ADDRESS", "LISTENERS", "STATE", "PID", "RESTARTS"],
         [
-            (b.id, f"{b.host}:{b.port}", broker_state(b), b.pid or "-", b.restarts)
+            (
+                b.id,
+                f"{b.host}:{b.port}",
+                listeners_text(b),
+                broker_state(b),
+                b.pid or "-",
+                b.restarts,
+            )
             for b in cluster.brokers
         ],
     )

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from controlplane import errors, store
+from controlplane import cluster_security, errors, store
 from controlplane.config import (
     Settings,
     validate_broker_config,
@@ -25,7 +25,7 @@ from controlplane.config import (
 from controlplane.objectstore import bucket_name
 from controlplane.process import free_port
 from controlplane.reconciler import ClusterManager
-from controlplane.states import ClusterState, OperationType
+from controlplane.states import ClientAuth, ClusterState, OperationType
 from controlplane.store import (
     BrokerRecord,
     ClusterRecord,
@@ -60,6 +60,8 @@ class ClusterFrontend:
         return self.store.brokers(name)
 
     def _new_brokers(self, cluster: ClusterRecord, ids: Sequence[int]) -> list[BrokerRecord]:
+        """New brokers' records, with ports for their Kafka listener, their Raft listener and
+        the client listener of each mode of ``cluster``."""
         used = self.store.used_ports() | self.manager.reserved_ports()
         out = []
         cluster_dir = self.manager.cluster_dir(cluster)
@@ -69,26 +71,36 @@ class ClusterFrontend:
             used.add(port)
             raft_port = free_port(self.settings.broker_host, used)
             used.add(raft_port)
-            out.append(
-                BrokerRecord(
-                    cluster=cluster.name,
-                    broker_id=broker_id,
-                    host=self.settings.broker_host,
-                    port=port,
-                    data_dir=str(cluster_dir / f"broker-{broker_id}"),
-                    log_path=str(log_dir / f"broker-{broker_id}.log"),
-                    raft_port=raft_port,
-                )
+            record = BrokerRecord(
+                cluster=cluster.name,
+                broker_id=broker_id,
+                host=self.settings.broker_host,
+                port=port,
+                data_dir=str(cluster_dir / f"broker-{broker_id}"),
+                log_path=str(log_dir / f"broker-{broker_id}.log"),
+                raft_port=raft_port,
             )
+            ports: dict[str, Any] = {}
+            for column in cluster_security.missing_ports(
+                cluster.client_auth, cluster.secured, record
+            ):
+                ports[column] = free_port(self.settings.broker_host, used)
+                used.add(ports[column])
+            out.append(replace(record, **ports))
         return out
 
     def create(
-        self, name: str, broker_count: int | None, config: Mapping[str, str]
+        self,
+        name: str,
+        broker_count: int | None,
+        config: Mapping[str, str],
+        client_auth: Sequence[ClientAuth] = (),
     ) -> ClusterRecord:
         validate_cluster_name(name)
         count = self.settings.cluster_default_brokers if broker_count is None else broker_count
         validate_broker_count(count, self.settings, name)
         checked = validate_broker_config(config, name)
+        modes = cluster_security.parse_modes(client_auth, name, default=True)
         existing = self.store.get_cluster(name)
         if existing is not None:
             raise errors.ClusterAlreadyExists(
@@ -101,7 +113,9 @@ class ClusterFrontend:
             cluster=name,
             cluster_id=cluster_id,
             type=OperationType.CREATE,
-            detail=f"{count} broker(s)" + (f", {settings_text(checked)}" if checked else ""),
+            detail=f"{count} broker(s)"
+            + (f", client auth {modes_text(modes)}" if modes != (ClientAuth.NONE,) else "")
+            + (f", {settings_text(checked)}" if checked else ""),
         )
         cluster = ClusterRecord(
             name=name,
@@ -116,7 +130,15 @@ class ClusterFrontend:
             s3_endpoint=objects.endpoint if objects is not None else "",
             s3_bucket=bucket_name(name, cluster_id) if objects is not None else "",
             voters=choose_voters(range(count)),
+            client_auth=modes,
         )
+        if cluster_security.needs_internal_user(modes):
+            credentials = cluster_security.create_internal_user(self.manager.cluster_dir(cluster))
+            cluster = replace(
+                cluster,
+                internal_credentials=str(credentials),
+                inter_broker_version=cluster.config_version,
+            )
         self.store.insert_cluster(
             cluster,
             self._new_brokers(cluster, range(count)),
@@ -238,6 +260,69 @@ class ClusterFrontend:
         self.manager.notify(name)
         return cluster
 
+    def update_security(
+        self,
+        name: str,
+        client_auth: Sequence[ClientAuth],
+        config: Mapping[str, str] | None = None,
+    ) -> ClusterRecord:
+        """Change how clients authenticate (and broker settings in the same operation): new
+        listeners, applied by a restart of every broker. The cluster's first secured mode
+        also gives it its internal user and listener (``cluster_security``): the brokers'
+        ``--listen`` moves to a new port for it, their old port stays the PLAINTEXT client
+        listener (so existing clients keep their bootstrap string), and they restart
+        together, once."""
+        cluster = self.get(name)
+        modes = cluster_security.parse_modes(client_auth, name, default=False)
+        checked = validate_broker_config(config or {}, name)
+        wanted = {**cluster.config, **checked}
+        if modes == cluster.client_auth and wanted == cluster.config:
+            return cluster
+        self._check_idle(cluster, "update the client authentication")
+        version = cluster.config_version + 1
+        changes: dict[str, Any] = {
+            "client_auth": modes,
+            "config": wanted,
+            "config_version": version,
+            "state": ClusterState.UPDATING,
+        }
+        secured = cluster.secured or cluster_security.needs_internal_user(modes)
+        host = self.settings.broker_host
+        used = self.store.used_ports() | self.manager.reserved_ports()
+        moves: dict[int, dict[str, Any]] = {}
+        for record in self.store.brokers(name):
+            ports: dict[str, Any] = {}
+            if secured and not cluster.secured:
+                # the brokers' own port stays their PLAINTEXT client listener; --listen moves
+                ports["plaintext_port"] = record.port
+                ports["port"] = free_port(host, used)
+                used.add(ports["port"])
+            broker = replace(record, **ports)
+            for column in cluster_security.missing_ports(modes, secured, broker):
+                ports[column] = free_port(host, used)
+                used.add(ports[column])
+            if ports:
+                moves[broker.broker_id] = ports
+        if secured and not cluster.secured:
+            credentials = cluster_security.create_internal_user(self.manager.cluster_dir(cluster))
+            changes |= {"internal_credentials": str(credentials), "inter_broker_version": version}
+        detail = f"client auth {modes_text(cluster.client_auth)} -> {modes_text(modes)}"
+        if checked:
+            detail += f", {settings_text(checked)}"
+        together = secured and not cluster.secured
+        cluster = self.store.start_operation(
+            name,
+            OperationType.UPDATE_SECURITY,
+            detail,
+            broker_changes=moves,
+            state_message="restarting the brokers together"
+            if together
+            else "rolling restart: starting",
+            **changes,
+        )
+        self.manager.notify(name)
+        return cluster
+
     def reboot_broker(self, name: str, broker_id: int) -> ClusterRecord:
         """Record the reboot (RebootBroker); the reconciler stops and starts the broker once
         the ISR of every partition is full, then waits for it to be full again."""
@@ -265,3 +350,7 @@ class ClusterFrontend:
 
 def settings_text(config: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def modes_text(modes: Sequence[ClientAuth]) -> str:
+    return "+".join(mode.option for mode in modes)

@@ -172,8 +172,10 @@ class GroupOps:
         )
         # the control plane talks to the broker's recorded address (it knows them)
         record = next((b for b in brokers if b.broker_id == found.broker_id), None)
-        host, port = (record.host, record.port) if record else (found.host, found.port)
-        return found, Admin(host, port, self.timeout)
+        if record is not None:
+            return found, Admin.to(record, self.timeout)
+        credentials = brokers[0].credentials if brokers else None
+        return found, Admin(found.host, found.port, self.timeout, credentials)
 
     async def _retrying(
         self, cluster: str, group: str, what: str, call: Callable[[], Awaitable[T]]
@@ -200,7 +202,7 @@ class GroupOps:
     async def list_groups(self, cluster: str) -> list[GroupListing]:
         brokers = self._brokers(cluster)
         results = await asyncio.gather(
-            *(list_broker_groups(Admin(b.host, b.port, self.timeout)) for b in brokers),
+            *(list_broker_groups(Admin.to(b, self.timeout)) for b in brokers),
             return_exceptions=True,
         )
         out: list[GroupListing] = []
@@ -262,9 +264,7 @@ class GroupOps:
         leaders = sorted(by_leader)
         results = await asyncio.gather(
             *(
-                list_partition_offsets(
-                    Admin(by_id[b].host, by_id[b].port, self.timeout), by_leader[b], timestamp
-                )
+                list_partition_offsets(Admin.to(by_id[b], self.timeout), by_leader[b], timestamp)
                 for b in leaders
             ),
             return_exceptions=True,

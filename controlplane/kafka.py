@@ -9,6 +9,11 @@ are kio entities, framed by the wire package (``wire.client``). One request at a
 connection; every call has a timeout. Errors: OSError and
 asyncio.TimeoutError for transport problems (:class:`Unreachable`, an OSError, when no
 connection could be opened: nothing was sent), :class:`KafkaResponseError` for an error code.
+
+Credentials travel with the broker's address: a broker of a secured cluster (its records'
+``credentials``: the cluster's internal user) is reached on its internal SASL_PLAINTEXT
+listener, and every new connection authenticates first (``wire.client.Channel``); a refused
+login is ``wire.sasl.SaslFailed``, an OSError. Nothing here holds credentials of its own.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from wire.client import Channel, ConnectFailed
 from wire.internal import DescribeRemoteLogRequest
+from wire.sasl import SaslCredentials
 
 CLIENT_ID = "sluice-controlplane"
 RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
@@ -105,8 +111,13 @@ class KafkaConnection:
         self.channel = channel
 
     @classmethod
-    async def open(cls, host: str, port: int, timeout: float) -> KafkaConnection:
-        channel = Channel(host, port, client_id=CLIENT_ID, connect_timeout=timeout)
+    async def open(
+        cls, host: str, port: int, timeout: float, credentials: SaslCredentials | None = None
+    ) -> KafkaConnection:
+        """A connection, authenticated with ``credentials`` when given."""
+        channel = Channel(
+            host, port, client_id=CLIENT_ID, connect_timeout=timeout, credentials=credentials
+        )
         await channel.connect()
         return cls(channel)
 
@@ -123,10 +134,13 @@ class KafkaConnection:
         return await self.channel.request(request, timeout)
 
 
-async def probe(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when the broker answers ApiVersions without error within ``timeout``."""
+async def probe(
+    host: str, port: int, timeout: float = 1.0, credentials: SaslCredentials | None = None
+) -> bool:
+    """True when the broker answers ApiVersions without error within ``timeout`` (after a
+    login with ``credentials`` when given)."""
     try:
-        async with await KafkaConnection.open(host, port, timeout) as conn:
+        async with await KafkaConnection.open(host, port, timeout, credentials) as conn:
             response = await conn.request(
                 api_versions.ApiVersionsRequest(
                     client_software_name="sluice-controlplane", client_software_version="0.1"
@@ -138,21 +152,42 @@ async def probe(host: str, port: int, timeout: float = 1.0) -> bool:
     return bool(response.error_code == ErrorCode.none)
 
 
+async def probe_broker(broker: BrokerAddress, timeout: float) -> bool:
+    """:func:`probe` of ``broker`` with the credentials its address carries (False when they
+    cannot be read)."""
+    try:
+        credentials = broker.credentials
+    except OSError:
+        return False
+    return await probe(broker.host, broker.port, timeout, credentials)
+
+
 def _timeout_ms(seconds: float) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=int(seconds * 1000)))
 
 
 class Admin:
-    """Admin requests to one broker (a new connection per call: they are rare)."""
+    """Admin requests to one broker (a new connection per call: they are rare), logged in
+    with ``credentials`` when given (:meth:`to` takes them from the broker's address)."""
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(
+        self, host: str, port: int, timeout: float, credentials: SaslCredentials | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
+        self.credentials = credentials
+
+    @classmethod
+    def to(cls, broker: BrokerAddress, timeout: float) -> Admin:
+        """Admin requests to ``broker``, with the credentials its address carries."""
+        return cls(broker.host, broker.port, timeout, broker.credentials)
 
     async def call(self, request: Any) -> Any:
         """One request on a new connection; the response (error codes are not checked)."""
-        async with await KafkaConnection.open(self.host, self.port, self.timeout) as conn:
+        async with await KafkaConnection.open(
+            self.host, self.port, self.timeout, self.credentials
+        ) as conn:
             return await conn.request(request, self.timeout)
 
     async def metadata(self, topics: list[str] | None = None) -> list[TopicMetadata]:
@@ -382,6 +417,11 @@ class BrokerAddress(Protocol):
     @property
     def port(self) -> int: ...
 
+    @property
+    def credentials(self) -> SaslCredentials | None:
+        """What a connection to it authenticates with (None: nothing); OSError when they
+        cannot be read."""
+
 
 async def on_any(
     brokers: Sequence[BrokerAddress],
@@ -402,7 +442,7 @@ async def on_any(
     last: BaseException | None = None
     for broker in brokers:
         try:
-            return await call(Admin(broker.host, broker.port, timeout))
+            return await call(Admin.to(broker, timeout))
         except Unreachable as exc:
             last = exc
         except (OSError, asyncio.IncompleteReadError) as exc:  # TimeoutError included

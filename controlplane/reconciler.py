@@ -150,8 +150,15 @@ class ClusterReconciler(Deletion, ScaleIn, Reboot):
             await self._await_ready(cluster, starting)
             return AGAIN
 
-        # 3. rolling restart for a config change, one broker at a time
+        # 3. rolling restart for a config change, one broker at a time; brokers that run
+        # without the cluster's internal user (it just got its first secured mode) together
         outdated = [rt for rt in runtimes if rt.record.config_version < cluster.config_version]
+        unsecured = [
+            rt for rt in outdated if rt.record.config_version < cluster.inter_broker_version
+        ]
+        if len(unsecured) > 1:
+            await self._restart_together(cluster, unsecured)
+            return AGAIN
         if outdated:
             await self._roll(cluster, outdated[0], len(runtimes) - len(outdated) + 1, len(runtimes))
             return AGAIN

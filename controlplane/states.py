@@ -6,7 +6,8 @@ the control plane uses these enums; ``to_proto`` / ``from_proto`` are the only w
 them and ``sluice.v1.ClusterState`` / ``sluice.v1.BrokerState`` (explicit tables, checked
 against the proto's values by tests/controlplane/test_states.py). Operations (the history of
 ``operations.proto``) have a type and a state, ``OperationType`` / ``OperationState``, stored
-by name as well.
+by name as well. How a cluster's clients authenticate (``ClientAuth``, MSK's
+client_authentication) is mapped the same way to ``sluice.v1.ClientAuth``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class OperationType(enum.StrEnum):
     REBOOT_BROKER = "REBOOT_BROKER"
     HEAL = "HEAL"
     DELETE = "DELETE"
+    UPDATE_SECURITY = "UPDATE_SECURITY"
 
     def to_proto(self) -> opb.OperationType:
         return _OPERATION_TYPE_TO_PROTO[self]
@@ -101,6 +103,40 @@ class OperationState(enum.StrEnum):
             raise ValueError(f"no operation state for sluice.v1.OperationState {value}") from None
 
 
+class ClientAuth(enum.StrEnum):
+    """How clients authenticate on a listener (MSK's client_authentication); each mode a
+    cluster has is its own listener on every broker (``cluster_security.py``)."""
+
+    NONE = "NONE"
+    """PLAINTEXT: no authentication."""
+    SCRAM = "SCRAM"
+    """SASL_SSL with SCRAM-SHA-512."""
+    TLS = "TLS"
+    """SSL with a client certificate required (mutual TLS)."""
+
+    @property
+    def option(self) -> str:
+        """The name on the command line and in messages: ``none``, ``scram``, ``tls``."""
+        return self.value.lower()
+
+    def to_proto(self) -> pb.ClientAuth:
+        return _CLIENT_AUTH_TO_PROTO[self]
+
+    @classmethod
+    def from_proto(cls, value: int) -> ClientAuth:
+        try:
+            return _CLIENT_AUTH_FROM_PROTO[value]
+        except KeyError:
+            raise ValueError(f"no client auth mode for sluice.v1.ClientAuth {value}") from None
+
+
+_CLIENT_AUTH_TO_PROTO: dict[ClientAuth, pb.ClientAuth] = {
+    ClientAuth.NONE: pb.CLIENT_AUTH_NONE,
+    ClientAuth.SCRAM: pb.CLIENT_AUTH_SCRAM,
+    ClientAuth.TLS: pb.CLIENT_AUTH_TLS,
+}
+_CLIENT_AUTH_FROM_PROTO: dict[int, ClientAuth] = {v: k for k, v in _CLIENT_AUTH_TO_PROTO.items()}
+
 _CLUSTER_TO_PROTO: dict[ClusterState, pb.ClusterState] = {
     ClusterState.CREATING: pb.CLUSTER_STATE_CREATING,
     ClusterState.ACTIVE: pb.CLUSTER_STATE_ACTIVE,
@@ -127,6 +163,7 @@ _OPERATION_TYPE_TO_PROTO: dict[OperationType, opb.OperationType] = {
     OperationType.REBOOT_BROKER: opb.OPERATION_TYPE_REBOOT_BROKER,
     OperationType.HEAL: opb.OPERATION_TYPE_HEAL,
     OperationType.DELETE: opb.OPERATION_TYPE_DELETE,
+    OperationType.UPDATE_SECURITY: opb.OPERATION_TYPE_UPDATE_SECURITY,
 }
 _OPERATION_TYPE_FROM_PROTO: dict[int, OperationType] = {
     v: k for k, v in _OPERATION_TYPE_TO_PROTO.items()

@@ -3,9 +3,11 @@
 It is the "table" of frontend → table → backend: the gRPC servicers validate requests and
 write here; the reconcilers read it and converge processes to it. Everything the control plane
 needs to survive its own ``kill -9`` is here: clusters, their desired broker count, config and
-Raft voters, each broker's ports (Kafka and Raft), data directory and last known pid (for
-re-adoption), and the history of every operation (``operations``: kept after a cluster is
-deleted).
+Raft voters, how its clients authenticate (``client_auth``) and where its internal user's
+credentials are (a 0600 file in the cluster's directory: never the password itself), each
+broker's ports (Kafka, Raft, and one per client listener), data directory and last known pid
+(for re-adoption), and the history of every operation (``operations``: kept after a cluster
+is deleted).
 
 One connection, used from the event loop's thread only; every write is its own transaction.
 """
@@ -16,15 +18,16 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controlplane.states import ClusterState, OperationState, OperationType
+from controlplane.states import ClientAuth, ClusterState, OperationState, OperationType
+from wire.sasl import SaslCredentials, load_credentials
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
@@ -41,7 +44,10 @@ CREATE TABLE IF NOT EXISTS clusters (
     s3_endpoint    TEXT NOT NULL DEFAULT '',
     s3_bucket      TEXT NOT NULL DEFAULT '',
     voters         TEXT NOT NULL DEFAULT '',
-    operation_id   TEXT NOT NULL DEFAULT ''
+    operation_id   TEXT NOT NULL DEFAULT '',
+    client_auth    TEXT NOT NULL DEFAULT 'NONE',
+    internal_credentials TEXT NOT NULL DEFAULT '',
+    inter_broker_version INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS brokers (
     cluster        TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
@@ -55,6 +61,9 @@ CREATE TABLE IF NOT EXISTS brokers (
     restarts       INTEGER NOT NULL DEFAULT 0,
     raft_port      INTEGER NOT NULL DEFAULT 0,
     reboot_requested INTEGER NOT NULL DEFAULT 0,
+    plaintext_port INTEGER NOT NULL DEFAULT 0,
+    scram_port     INTEGER NOT NULL DEFAULT 0,
+    tls_port       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (cluster, broker_id)
 );
 CREATE TABLE IF NOT EXISTS operations (
@@ -79,7 +88,10 @@ CREATE TABLE IF NOT EXISTS settings (
 # Columns added after version 1: (table, column, definition). Added on open when missing.
 # Version 3 (Raft): brokers.raft_port (0 until the reconciler allocates one, for brokers
 # recorded before), clusters.voters (empty until recorded, ditto). Version 4 (operations):
-# clusters.operation_id, brokers.reboot_requested, and the operations table.
+# clusters.operation_id, brokers.reboot_requested, and the operations table. Version 5 (client
+# authentication): clusters.client_auth ('NONE': every cluster recorded before),
+# clusters.internal_credentials and inter_broker_version, brokers.plaintext_port, scram_port
+# and tls_port (0: no such listener yet).
 ADDED_COLUMNS = (
     ("clusters", "s3_endpoint", "TEXT NOT NULL DEFAULT ''"),
     ("clusters", "s3_bucket", "TEXT NOT NULL DEFAULT ''"),
@@ -87,7 +99,19 @@ ADDED_COLUMNS = (
     ("clusters", "operation_id", "TEXT NOT NULL DEFAULT ''"),
     ("brokers", "raft_port", "INTEGER NOT NULL DEFAULT 0"),
     ("brokers", "reboot_requested", "INTEGER NOT NULL DEFAULT 0"),
+    ("clusters", "client_auth", "TEXT NOT NULL DEFAULT 'NONE'"),
+    ("clusters", "internal_credentials", "TEXT NOT NULL DEFAULT ''"),
+    ("clusters", "inter_broker_version", "INTEGER NOT NULL DEFAULT 0"),
+    ("brokers", "plaintext_port", "INTEGER NOT NULL DEFAULT 0"),
+    ("brokers", "scram_port", "INTEGER NOT NULL DEFAULT 0"),
+    ("brokers", "tls_port", "INTEGER NOT NULL DEFAULT 0"),
 )
+
+BROKER_ROWS = (
+    "SELECT brokers.*, clusters.internal_credentials AS credentials_file FROM brokers"
+    " JOIN clusters ON clusters.name = brokers.cluster"
+)
+"""Brokers with the credentials file of their cluster (``BrokerRecord.credentials``)."""
 
 # Operations (a cluster's state is a states.ClusterState, stored as its name; its operation
 # in progress a states.OperationType, stored as its name too).
@@ -97,6 +121,7 @@ OP_UPDATE_CONFIG = OperationType.UPDATE_CONFIG
 OP_REBOOT_BROKER = OperationType.REBOOT_BROKER
 OP_HEAL = OperationType.HEAL
 OP_DELETE = OperationType.DELETE
+OP_UPDATE_SECURITY = OperationType.UPDATE_SECURITY
 
 
 def new_operation_id() -> str:
@@ -139,6 +164,23 @@ class ClusterRecord:
     version 3 until the reconciler records them."""
     operation_id: str = ""
     """Id of the operation in progress (the ``operations`` row); empty when none runs."""
+    client_auth: tuple[ClientAuth, ...] = (ClientAuth.NONE,)
+    """How clients authenticate, one listener per mode on every broker; the first is the
+    default bootstrap string."""
+    internal_credentials: str = ""
+    """The credentials file (0600 JSON, ``wire.sasl``) of the cluster's internal user, with
+    which brokers authenticate to each other and the control plane to them; empty while the
+    cluster has never had a secured mode (its brokers' one listener is PLAINTEXT)."""
+    inter_broker_version: int = 0
+    """The config version from which brokers authenticate to each other (the internal user);
+    a broker started before it cannot talk to one started after it (the Raft quorum admits
+    only peers that prove the password), so such brokers restart together."""
+
+    @property
+    def secured(self) -> bool:
+        """Its brokers have the internal SASL_PLAINTEXT listener at ``--listen`` (a secured
+        mode was given once; the cluster keeps it)."""
+        return bool(self.internal_credentials)
 
     @property
     def min_broker_count(self) -> int:
@@ -169,10 +211,32 @@ class BrokerRecord:
     0 for brokers recorded before version 3 until the reconciler allocates one."""
     reboot_requested: bool = False
     """RebootBroker asked for a restart of this broker that has not happened yet."""
+    plaintext_port: int = 0
+    """Port of the PLAINTEXT client listener (mode NONE) of a secured cluster, whose ``port``
+    is the internal listener; 0 in a cluster that is not secured (``port`` is for clients)."""
+    scram_port: int = 0
+    """Port of the SASL_SSL client listener (mode SCRAM); 0 until the mode is first given."""
+    tls_port: int = 0
+    """Port of the SSL client listener (mode TLS); 0 until the mode is first given."""
+    credentials_file: str = field(default="", compare=False)
+    """The cluster's ``internal_credentials`` (not a column of the broker: joined in)."""
 
     @property
     def address(self) -> str:
+        """Where the control plane and the other brokers reach it (``--listen``)."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def credentials(self) -> SaslCredentials | None:
+        """What a connection to ``address`` authenticates with: the cluster's internal user,
+        read from its file (None: the listener is PLAINTEXT). OSError when the file cannot
+        be used (a connection then fails as one that cannot be opened)."""
+        if not self.credentials_file:
+            return None
+        try:
+            return load_credentials(self.credentials_file)
+        except ValueError as exc:
+            raise OSError(str(exc)) from None
 
     @property
     def raft_address(self) -> str:
@@ -246,8 +310,9 @@ class Store:
             db.execute(
                 "INSERT INTO clusters (name, cluster_id, state, state_message, operation,"
                 " broker_count, config, config_version, created_at, updated_at, s3_endpoint,"
-                " s3_bucket, voters, operation_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " s3_bucket, voters, operation_id, client_auth, internal_credentials,"
+                " inter_broker_version)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cluster.name,
                     cluster.cluster_id,
@@ -263,6 +328,9 @@ class Store:
                     cluster.s3_bucket,
                     _ids(cluster.voters),
                     operation.id if operation is not None else cluster.operation_id,
+                    _modes(cluster.client_auth),
+                    cluster.internal_credentials,
+                    cluster.inter_broker_version,
                 ),
             )
             self._insert_brokers(db, brokers)
@@ -284,7 +352,8 @@ class Store:
         self.db.execute(
             "UPDATE clusters SET state = ?, state_message = ?, operation = ?, broker_count = ?,"
             " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?,"
-            " voters = ?, operation_id = ? WHERE name = ?",
+            " voters = ?, operation_id = ?, client_auth = ?, internal_credentials = ?,"
+            " inter_broker_version = ? WHERE name = ?",
             (
                 updated.state.value,
                 updated.state_message,
@@ -297,6 +366,9 @@ class Store:
                 updated.s3_bucket,
                 _ids(updated.voters),
                 updated.operation_id,
+                _modes(updated.client_auth),
+                updated.internal_credentials,
+                updated.inter_broker_version,
                 name,
             ),
         )
@@ -330,10 +402,12 @@ class Store:
         detail: str,
         *,
         new_brokers: Sequence[BrokerRecord] = (),
+        broker_changes: Mapping[int, Mapping[str, Any]] | None = None,
         **changes: Any,
     ) -> ClusterRecord:
         """Record a new operation of cluster ``name`` and make it the cluster's operation in
-        progress (with ``new_brokers`` and the other ``changes`` of its columns), in one
+        progress (with ``new_brokers``, ``broker_changes`` — broker id -> columns, as
+        :meth:`update_broker` — and the other ``changes`` of its columns), in one
         transaction. An operation still in progress (one a delete interrupts) fails."""
         current = self.get_cluster(name)
         if current is None:
@@ -356,6 +430,8 @@ class Store:
             )
             _insert_operation(db, operation)
             self._insert_brokers(db, new_brokers)
+            for broker_id, columns in (broker_changes or {}).items():
+                self.update_broker(name, broker_id, **columns)
             return self.update_cluster(
                 name, operation=kind.value, operation_id=operation.id, **changes
             )
@@ -396,20 +472,22 @@ class Store:
 
     def brokers(self, cluster: str) -> list[BrokerRecord]:
         rows = self.db.execute(
-            "SELECT * FROM brokers WHERE cluster = ? ORDER BY broker_id", (cluster,)
+            f"{BROKER_ROWS} WHERE brokers.cluster = ? ORDER BY broker_id",
+            (cluster,),
         ).fetchall()
         return [_broker(row) for row in rows]
 
     def broker(self, cluster: str, broker_id: int) -> BrokerRecord:
         row = self.db.execute(
-            "SELECT * FROM brokers WHERE cluster = ? AND broker_id = ?", (cluster, broker_id)
+            f"{BROKER_ROWS} WHERE brokers.cluster = ? AND broker_id = ?",
+            (cluster, broker_id),
         ).fetchone()
         if row is None:
             raise KeyError(f"{cluster}/{broker_id}")
         return _broker(row)
 
     def all_brokers(self) -> list[BrokerRecord]:
-        rows = self.db.execute("SELECT * FROM brokers ORDER BY cluster, broker_id").fetchall()
+        rows = self.db.execute(f"{BROKER_ROWS} ORDER BY cluster, broker_id").fetchall()
         return [_broker(row) for row in rows]
 
     def add_brokers(self, cluster: str, brokers: Sequence[BrokerRecord], **changes: Any) -> None:
@@ -428,7 +506,17 @@ class Store:
         self.update_cluster(cluster, **changes)
 
     def update_broker(self, cluster: str, broker_id: int, **changes: Any) -> None:
-        allowed = {"pid", "config_version", "restarts", "port", "raft_port", "reboot_requested"}
+        allowed = {
+            "pid",
+            "config_version",
+            "restarts",
+            "port",
+            "raft_port",
+            "reboot_requested",
+            "plaintext_port",
+            "scram_port",
+            "tls_port",
+        }
         if not changes or set(changes) - allowed:
             raise ValueError(f"cannot update broker columns {sorted(set(changes) - allowed)}")
         columns = ", ".join(f"{key} = ?" for key in changes)
@@ -438,15 +526,19 @@ class Store:
         )
 
     def used_ports(self) -> set[int]:
-        """Every port recorded for a broker: Kafka listeners and Raft listeners."""
-        rows = self.db.execute("SELECT port, raft_port FROM brokers").fetchall()
+        """Every port recorded for a broker: Kafka listeners (internal and client) and Raft
+        listeners."""
+        rows = self.db.execute(
+            "SELECT port, raft_port, plaintext_port, scram_port, tls_port FROM brokers"
+        ).fetchall()
         return {port for row in rows for port in row if port}
 
     @staticmethod
     def _insert_brokers(db: sqlite3.Connection, brokers: Sequence[BrokerRecord]) -> None:
         db.executemany(
             "INSERT INTO brokers (cluster, broker_id, host, port, data_dir, log_path, pid,"
-            " config_version, restarts, raft_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " config_version, restarts, raft_port, plaintext_port, scram_port, tls_port)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     b.cluster,
@@ -459,6 +551,9 @@ class Store:
                     b.config_version,
                     b.restarts,
                     b.raft_port,
+                    b.plaintext_port,
+                    b.scram_port,
+                    b.tls_port,
                 )
                 for b in brokers
             ],
@@ -494,6 +589,10 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
         s3_bucket=row["s3_bucket"],
         voters=tuple(int(v) for v in row["voters"].split(",") if v),
         operation_id=row["operation_id"],
+        client_auth=tuple(ClientAuth(m) for m in row["client_auth"].split(",") if m)
+        or (ClientAuth.NONE,),
+        internal_credentials=row["internal_credentials"],
+        inter_broker_version=row["inter_broker_version"],
     )
 
 
@@ -510,6 +609,10 @@ def _broker(row: sqlite3.Row) -> BrokerRecord:
         restarts=row["restarts"],
         raft_port=row["raft_port"],
         reboot_requested=bool(row["reboot_requested"]),
+        plaintext_port=row["plaintext_port"],
+        scram_port=row["scram_port"],
+        tls_port=row["tls_port"],
+        credentials_file=row["credentials_file"],
     )
 
 
@@ -564,3 +667,7 @@ def _finish(db: sqlite3.Connection, cluster_id: str, state: OperationState, erro
 
 def _ids(ids: Sequence[int]) -> str:
     return ",".join(str(i) for i in ids)
+
+
+def _modes(modes: Sequence[ClientAuth]) -> str:
+    return ",".join(m.value for m in modes)

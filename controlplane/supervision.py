@@ -1,12 +1,15 @@
 """Process supervision, one job of a cluster's reconciler: start the brokers that are down,
 re-adopt the ones a previous control plane left running, wait until they answer, probe them,
 restart those that exit or hang (HEALING: an operation of type HEAL), and roll them one at a
-time for a config change.
+time for a config change (all together, once, when the cluster gets its internal listener:
+``_restart_together``).
 
 Each broker gets its id, the cluster id, the voters' Raft and Kafka addresses, its own Raft
 listener and advertises its own Kafka address (``_settings_for``); the cluster's remote tier
 comes as the ``tiered.s3.*`` settings, its static credentials (the embedded S3 server's)
-through the environment, never on the command line (``_tiered_settings``).
+through the environment, never on the command line (``_tiered_settings``). A secured
+cluster's listeners, certificates and internal user come from ``cluster_security``: file
+names on the command line, never a password.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from controlplane import kafka, store
+from controlplane import cluster_security, kafka, store
 from controlplane.process import (
     BrokerProcess,
     broker_command,
@@ -134,6 +137,7 @@ class Supervision(ReconcilerBase):
             "controller.listener": record.raft_address,
             "advertised.listeners": record.address,
             **self._tiered_settings(cluster),
+            **cluster_security.broker_settings(self.manager.home, cluster, record),
         }
 
     def _tiered_settings(self, cluster: ClusterRecord) -> dict[str, str]:
@@ -283,7 +287,7 @@ class Supervision(ReconcilerBase):
             if not proc.alive():
                 tail = log_tail(record.log_path)
                 return f"exited during start-up{f': {tail}' if tail else ''}"
-            if await kafka.probe(record.host, record.port, timeout=1.0):
+            if await kafka.probe_broker(record, timeout=1.0):
                 return None
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.2)
@@ -339,6 +343,37 @@ class Supervision(ReconcilerBase):
         self._spawn(cluster, rt)
         await self._await_ready(cluster, [rt])
 
+    async def _restart_together(
+        self, cluster: ClusterRecord, runtimes: list[BrokerRuntime]
+    ) -> None:
+        """Stop ``runtimes`` (each with a controlled shutdown), then start them all at once:
+        brokers that run without the internal user cannot talk to brokers that run with it
+        (the Raft quorum admits only peers that prove its password), so a cluster's first
+        secured mode restarts its brokers together, once. Acknowledged records are on disk and
+        stay; clients are refused until the brokers answer again."""
+        ids = ", ".join(str(rt.record.broker_id) for rt in runtimes)
+        cluster = self.set_state(
+            cluster,
+            ClusterState.UPDATING,
+            f"restarting broker(s) {ids} together: they authenticate to each other from now on",
+        )
+        timeout = self.settings.broker_stop_timeout_ms / 1000
+        for rt in runtimes:
+            if rt.proc is not None:
+                rt.state = BrokerState.STOPPING
+                await rt.proc.stop(timeout)
+                rt.proc = None
+            rt.state = BrokerState.STOPPED
+            self.store.update_broker(self.name, rt.record.broker_id, pid=0)
+        for rt in runtimes:
+            try:
+                self._spawn(cluster, rt)
+            except OSError as exc:
+                self._failed_start(cluster, rt, f"cannot start: {exc}")
+        await self._await_ready(
+            cluster, [rt for rt in runtimes if rt.state == BrokerState.STARTING]
+        )
+
     async def _health(self, runtimes: list[BrokerRuntime]) -> None:
         interval = self.settings.broker_health_interval_ms / 1000
         now = time.monotonic()
@@ -349,9 +384,7 @@ class Supervision(ReconcilerBase):
         ]
         if not due:
             return
-        results = await asyncio.gather(
-            *(kafka.probe(rt.record.host, rt.record.port, timeout=2.0) for rt in due)
-        )
+        results = await asyncio.gather(*(kafka.probe_broker(rt.record, timeout=2.0) for rt in due))
         for rt, ok in zip(due, results, strict=True):
             rt.last_probe = time.monotonic()
             if ok:

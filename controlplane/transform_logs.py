@@ -185,7 +185,7 @@ class TransformLogs:
                 cluster=cluster,
                 transform=name,
             )
-        return Admin(leader.host, leader.port, self.ops.timeout)
+        return Admin.to(leader, self.ops.timeout)
 
     @staticmethod
     async def _start(leader: Admin, since_ms: int, follow: bool) -> tuple[int, int | None]:

@@ -293,7 +293,7 @@ class TransformOps:
         brokers = self.brokers(cluster)
         results = await asyncio.gather(
             *(
-                transforms_call(Admin(b.host, b.port, self.timeout), "describe", {"names": None})
+                transforms_call(Admin.to(b, self.timeout), "describe", {"names": None})
                 for b in brokers
             ),
             return_exceptions=True,
@@ -426,8 +426,12 @@ class TransformOps:
                 brokers, lambda a: find_group_coordinator(a, group), self.timeout, read_only=True
             )
             record = next((b for b in brokers if b.broker_id == found.broker_id), None)
-            host, port = (record.host, record.port) if record else (found.host, found.port)
-            offsets = await fetch_offsets(Admin(host, port, self.timeout), group)
+            admin = (
+                Admin.to(record, self.timeout)
+                if record is not None
+                else Admin(found.host, found.port, self.timeout, brokers[0].credentials)
+            )
+            offsets = await fetch_offsets(admin, group)
         except (KafkaResponseError, *TRANSPORT):
             return {}
         return {p: c.offset for (t, p), c in offsets.items() if t == topic}
@@ -444,7 +448,7 @@ class TransformOps:
                 by_leader.setdefault(p.leader, []).append((meta.name, p.partition))
         out: dict[int, int] = {}
         for leader, keys in sorted(by_leader.items()):
-            admin = Admin(by_id[leader].host, by_id[leader].port, self.timeout)
+            admin = Admin.to(by_id[leader], self.timeout)
             try:
                 found = await list_partition_offsets(admin, keys, timestamp)
             except (KafkaResponseError, *TRANSPORT):

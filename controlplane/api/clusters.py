@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import grpc
 
+from controlplane import cluster_security, errors
 from controlplane.api.common import rpc, timestamp
 from controlplane.ca import CertificateAuthority
 from controlplane.frontend import ClusterFrontend
 from controlplane.reconciler import ClusterManager
-from controlplane.states import BrokerState, ClusterState
-from controlplane.store import BrokerRecord, ClusterRecord
+from controlplane.states import BrokerState, ClientAuth, ClusterState
+from controlplane.store import ClusterRecord
 from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import clusters_pb2_grpc as pb_grpc
 
 
-def bootstrap(brokers: list[BrokerRecord]) -> str:
-    return ",".join(b.address for b in brokers)
+def modes(values: Sequence[int]) -> list[ClientAuth]:
+    """The modes of a request; INVALID_ARGUMENT for UNSPECIFIED or an unknown number."""
+    out = []
+    for value in values:
+        try:
+            out.append(ClientAuth.from_proto(value))
+        except ValueError as exc:
+            raise errors.BadRequest(f"{exc}: give NONE, SCRAM or TLS") from None
+    return out
 
 
 class ClustersService(pb_grpc.ClustersServicer):
@@ -36,7 +45,8 @@ class ClustersService(pb_grpc.ClustersServicer):
             state=cluster.state.to_proto(),
             state_message=cluster.state_message,
             broker_count=cluster.broker_count,
-            bootstrap_brokers=bootstrap(brokers),
+            bootstrap_brokers=cluster_security.bootstrap(cluster, brokers, cluster.client_auth[0]),
+            client_auth=[mode.to_proto() for mode in cluster.client_auth],
             config=cluster.config,
             operation=cluster.operation,
             operation_id=cluster.operation_id,
@@ -62,6 +72,15 @@ class ClustersService(pb_grpc.ClustersServicer):
                     data_dir=record.data_dir,
                     restarts=record.restarts,
                     log_path=record.log_path,
+                    listeners=[
+                        pb.Listener(
+                            client_auth=kind.auth.to_proto(),
+                            name=kind.name,
+                            security_protocol=kind.protocol,
+                            port=port,
+                        )
+                        for kind, port in cluster_security.listeners(cluster, record)
+                    ],
                 )
             )
         objects = self.manager.object_store
@@ -93,7 +112,9 @@ class ClustersService(pb_grpc.ClustersServicer):
         self, request: pb.CreateClusterRequest, context: grpc.aio.ServicerContext
     ) -> pb.Cluster:
         count = request.broker_count if request.HasField("broker_count") else None
-        cluster = self.frontend.create(request.name, count, dict(request.config))
+        cluster = self.frontend.create(
+            request.name, count, dict(request.config), modes(request.client_auth)
+        )
         return self.to_pb(cluster)
 
     @rpc
@@ -137,10 +158,33 @@ class ClustersService(pb_grpc.ClustersServicer):
     async def GetBootstrapBrokers(
         self, request: pb.GetBootstrapBrokersRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetBootstrapBrokersResponse:
-        self.frontend.get(request.name)
+        cluster = self.frontend.get(request.name)
         brokers = self.frontend.brokers(request.name)
+        if request.client_auth == pb.CLIENT_AUTH_UNSPECIFIED:
+            mode = cluster.client_auth[0]
+        else:
+            (mode,) = modes([request.client_auth])
+        if mode not in cluster.client_auth:
+            have = ", ".join(m.option for m in cluster.client_auth)
+            raise errors.PreconditionFailed(
+                f"cluster {cluster.name!r} has no {mode.option} listener (its client auth: "
+                f"{have}); add it with `cloudctl update-cluster-security {cluster.name} "
+                + " ".join(f"--client-auth {m.option}" for m in (*cluster.client_auth, mode))
+                + "`",
+                cluster=cluster.name,
+            )
+        chosen = cluster_security.bootstrap(cluster, brokers, mode)
         return pb.GetBootstrapBrokersResponse(
-            bootstrap_brokers=bootstrap(brokers), addresses=[b.address for b in brokers]
+            bootstrap_brokers=chosen,
+            addresses=chosen.split(",") if chosen else [],
+            client_auth=mode.to_proto(),
+            bootstrap_broker_string=cluster_security.bootstrap(cluster, brokers, ClientAuth.NONE),
+            bootstrap_broker_string_tls=cluster_security.bootstrap(
+                cluster, brokers, ClientAuth.TLS
+            ),
+            bootstrap_broker_string_sasl_scram=cluster_security.bootstrap(
+                cluster, brokers, ClientAuth.SCRAM
+            ),
         )
 
     @rpc
@@ -150,6 +194,15 @@ class ClustersService(pb_grpc.ClustersServicer):
         self.frontend.get(request.name)
         ca = CertificateAuthority.load_or_create(self.manager.home)
         return pb.GetCaCertResponse(pem=ca.bundle().decode(), sha256_fingerprint=ca.fingerprint())
+
+    @rpc
+    async def UpdateClusterSecurity(
+        self, request: pb.UpdateClusterSecurityRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        cluster = self.frontend.update_security(
+            request.name, modes(request.client_auth), dict(request.config)
+        )
+        return self.to_pb(cluster)
 
     @rpc
     async def RebootBroker(

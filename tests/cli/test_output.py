@@ -34,6 +34,7 @@ CLUSTER_KEYS = {
     "operation",
     "broker_count",
     "bootstrap_brokers",
+    "client_auth",
     "brokers",
     "config",
     "object_store",
@@ -42,7 +43,18 @@ CLUSTER_KEYS = {
     "log_dir",
     "operation_id",
 }
-BROKER_KEYS = {"id", "host", "port", "address", "state", "pid", "restarts", "data_dir", "log_path"}
+BROKER_KEYS = {
+    "id",
+    "host",
+    "port",
+    "address",
+    "state",
+    "pid",
+    "restarts",
+    "data_dir",
+    "log_path",
+    "listeners",
+}
 
 
 def test_cluster_json_is_stable_even_for_empty_values() -> None:

@@ -46,6 +46,7 @@ def describe(bootstrap: str) -> dict[str, Any]:
         broker_id: int
         host: str
         port: int
+        credentials: None = None
 
     brokers = [
         Address(i, a.split(":")[0], int(a.split(":")[1]))

@@ -7,6 +7,13 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ClientAuth(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLIENT_AUTH_UNSPECIFIED: _ClassVar[ClientAuth]
+    CLIENT_AUTH_NONE: _ClassVar[ClientAuth]
+    CLIENT_AUTH_SCRAM: _ClassVar[ClientAuth]
+    CLIENT_AUTH_TLS: _ClassVar[ClientAuth]
+
 class ClusterState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CLUSTER_STATE_UNSPECIFIED: _ClassVar[ClusterState]
@@ -25,6 +32,10 @@ class BrokerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BROKER_STATE_RUNNING: _ClassVar[BrokerState]
     BROKER_STATE_STOPPING: _ClassVar[BrokerState]
     BROKER_STATE_STOPPED: _ClassVar[BrokerState]
+CLIENT_AUTH_UNSPECIFIED: ClientAuth
+CLIENT_AUTH_NONE: ClientAuth
+CLIENT_AUTH_SCRAM: ClientAuth
+CLIENT_AUTH_TLS: ClientAuth
 CLUSTER_STATE_UNSPECIFIED: ClusterState
 CLUSTER_STATE_CREATING: ClusterState
 CLUSTER_STATE_ACTIVE: ClusterState
@@ -39,8 +50,20 @@ BROKER_STATE_RUNNING: BrokerState
 BROKER_STATE_STOPPING: BrokerState
 BROKER_STATE_STOPPED: BrokerState
 
+class Listener(_message.Message):
+    __slots__ = ("client_auth", "name", "security_protocol", "port")
+    CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    client_auth: ClientAuth
+    name: str
+    security_protocol: str
+    port: int
+    def __init__(self, client_auth: _Optional[_Union[ClientAuth, str]] = ..., name: _Optional[str] = ..., security_protocol: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
 class Broker(_message.Message):
-    __slots__ = ("id", "host", "port", "state", "pid", "data_dir", "restarts", "log_path")
+    __slots__ = ("id", "host", "port", "state", "pid", "data_dir", "restarts", "log_path", "listeners")
     ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +72,7 @@ class Broker(_message.Message):
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     LOG_PATH_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
     id: int
     host: str
     port: int
@@ -57,10 +81,11 @@ class Broker(_message.Message):
     data_dir: str
     restarts: int
     log_path: str
-    def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[_Union[BrokerState, str]] = ..., pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., restarts: _Optional[int] = ..., log_path: _Optional[str] = ...) -> None: ...
+    listeners: _containers.RepeatedCompositeFieldContainer[Listener]
+    def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[_Union[BrokerState, str]] = ..., pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., restarts: _Optional[int] = ..., log_path: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id")
+    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +107,7 @@ class Cluster(_message.Message):
     OBJECT_STORE_FIELD_NUMBER: _ClassVar[int]
     LOG_DIR_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
     name: str
     cluster_id: str
     state: ClusterState
@@ -96,7 +122,8 @@ class Cluster(_message.Message):
     object_store: ObjectStore
     log_dir: str
     operation_id: str
-    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ...) -> None: ...
+    client_auth: _containers.RepeatedScalarFieldContainer[ClientAuth]
+    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ...) -> None: ...
 
 class ObjectStore(_message.Message):
     __slots__ = ("endpoint", "bucket", "region", "embedded", "access_key_id", "secret_access_key")
@@ -115,7 +142,7 @@ class ObjectStore(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., bucket: _Optional[str] = ..., region: _Optional[str] = ..., embedded: bool = ..., access_key_id: _Optional[str] = ..., secret_access_key: _Optional[str] = ...) -> None: ...
 
 class CreateClusterRequest(_message.Message):
-    __slots__ = ("name", "broker_count", "config")
+    __slots__ = ("name", "broker_count", "config", "client_auth")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -126,10 +153,12 @@ class CreateClusterRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_COUNT_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
     name: str
     broker_count: int
     config: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    client_auth: _containers.RepeatedScalarFieldContainer[ClientAuth]
+    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ...) -> None: ...
 
 class GetClusterRequest(_message.Message):
     __slots__ = ("name",)
@@ -196,10 +225,29 @@ class RebootBrokerRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class GetBootstrapBrokersRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "client_auth")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    client_auth: ClientAuth
+    def __init__(self, name: _Optional[str] = ..., client_auth: _Optional[_Union[ClientAuth, str]] = ...) -> None: ...
+
+class UpdateClusterSecurityRequest(_message.Message):
+    __slots__ = ("name", "client_auth", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    client_auth: _containers.RepeatedScalarFieldContainer[ClientAuth]
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetCaCertRequest(_message.Message):
     __slots__ = ("name",)
@@ -216,9 +264,17 @@ class GetCaCertResponse(_message.Message):
     def __init__(self, pem: _Optional[str] = ..., sha256_fingerprint: _Optional[str] = ...) -> None: ...
 
 class GetBootstrapBrokersResponse(_message.Message):
-    __slots__ = ("bootstrap_brokers", "addresses")
+    __slots__ = ("bootstrap_brokers", "addresses", "client_auth", "bootstrap_broker_string", "bootstrap_broker_string_tls", "bootstrap_broker_string_sasl_scram")
     BOOTSTRAP_BROKERS_FIELD_NUMBER: _ClassVar[int]
     ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_BROKER_STRING_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_BROKER_STRING_TLS_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_BROKER_STRING_SASL_SCRAM_FIELD_NUMBER: _ClassVar[int]
     bootstrap_brokers: str
     addresses: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, bootstrap_brokers: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ...) -> None: ...
+    client_auth: ClientAuth
+    bootstrap_broker_string: str
+    bootstrap_broker_string_tls: str
+    bootstrap_broker_string_sasl_scram: str
+    def __init__(self, bootstrap_brokers: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., client_auth: _Optional[_Union[ClientAuth, str]] = ..., bootstrap_broker_string: _Optional[str] = ..., bootstrap_broker_string_tls: _Optional[str] = ..., bootstrap_broker_string_sasl_scram: _Optional[str] = ...) -> None: ...

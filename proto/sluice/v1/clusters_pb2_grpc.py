@@ -79,6 +79,11 @@ class ClustersStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.RebootBrokerRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
                 _registered_method=True)
+        self.UpdateClusterSecurity = channel.unary_unary(
+                '/sluice.v1.Clusters/UpdateClusterSecurity',
+                request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterSecurityRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
+                _registered_method=True)
 
 
 class ClustersServicer(object):
@@ -150,6 +155,17 @@ class ClustersServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateClusterSecurity(self, request, context):
+        """Changes how clients authenticate (MSK's UpdateSecurity): the cluster turns UPDATING
+        (operation UPDATE_SECURITY) and its brokers restart with the new listeners, one at a time;
+        all together, once, when the cluster gets its first secured mode (its brokers then start
+        authenticating to each other: see controlplane/README.md "Client authentication").
+        INVALID_ARGUMENT for an empty or unknown set of modes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClustersServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +212,11 @@ def add_ClustersServicer_to_server(servicer, server):
             'RebootBroker': grpc.unary_unary_rpc_method_handler(
                     servicer.RebootBroker,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.RebootBrokerRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
+            ),
+            'UpdateClusterSecurity': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateClusterSecurity,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterSecurityRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
             ),
     }
@@ -441,6 +462,33 @@ class Clusters(object):
             target,
             '/sluice.v1.Clusters/RebootBroker',
             proto_dot_sluice_dot_v1_dot_clusters__pb2.RebootBrokerRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateClusterSecurity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.Clusters/UpdateClusterSecurity',
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterSecurityRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
             options,
             channel_credentials,
