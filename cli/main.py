@@ -14,7 +14,18 @@ from typing import Any
 
 import click
 
-from cli import cluster, context, daemon, data, group, logs, operation, topic, transform
+from cli import (
+    cluster,
+    context,
+    daemon,
+    data,
+    group,
+    logs,
+    operation,
+    security,
+    topic,
+    transform,
+)
 from cli.client import Env
 from cli.options import add_global_options, global_options
 from cli.output import CliError
@@ -32,6 +43,7 @@ SECTIONS = [
     ("Consumer groups (--cluster C)", group.COMMANDS),
     ("Records (--cluster C)", data.COMMANDS),
     ("Transforms (--cluster C)", transform.COMMANDS),
+    ("Users and ACLs (--cluster C)", security.COMMANDS),
 ]
 
 

@@ -76,6 +76,12 @@ class TopicAlreadyExists(Conflict):
     reason = epb.TOPIC_ALREADY_EXISTS
 
 
+class UserAlreadyExists(Conflict):
+    """The SCRAM user has a credential of that mechanism (metadata ``user``)."""
+
+    reason = epb.USER_ALREADY_EXISTS
+
+
 class NotFound(ControlPlaneError):
     """A base: raise a subclass, which has a reason."""
 
@@ -106,6 +112,12 @@ class TransformNotFound(NotFound):
     """No transform of that name in the cluster (metadata ``transform``)."""
 
     reason = epb.TRANSFORM_NOT_FOUND
+
+
+class UserNotFound(NotFound):
+    """No SCRAM user of that name in the cluster (metadata ``user``)."""
+
+    reason = epb.USER_NOT_FOUND
 
 
 class PreconditionFailed(ControlPlaneError):

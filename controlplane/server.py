@@ -25,6 +25,7 @@ from controlplane.api.clusters import ClustersService
 from controlplane.api.groups import GroupsService
 from controlplane.api.logs import LogsService
 from controlplane.api.operations import OperationsService
+from controlplane.api.security import AclsService, UsersService
 from controlplane.api.status import StatusService
 from controlplane.api.topics import TopicsService
 from controlplane.api.transforms import TransformsService
@@ -34,6 +35,7 @@ from controlplane.frontend import ClusterFrontend
 from controlplane.groups import GroupOps
 from controlplane.objectstore import ObjectStoreManager
 from controlplane.reconciler import ClusterManager
+from controlplane.security import SecurityOps
 from controlplane.store import Store
 from controlplane.topics import TopicOps
 from controlplane.transforms import TransformOps
@@ -48,6 +50,8 @@ from proto.sluice.v1 import (
     logs_pb2_grpc,
     operations_pb2,
     operations_pb2_grpc,
+    security_pb2,
+    security_pb2_grpc,
     topics_pb2,
     topics_pb2_grpc,
     transforms_pb2,
@@ -69,6 +73,8 @@ SERVICE_NAMES = (
     operations_pb2.DESCRIPTOR.services_by_name["Operations"].full_name,
     logs_pb2.DESCRIPTOR.services_by_name["Logs"].full_name,
     transforms_pb2.DESCRIPTOR.services_by_name["Transforms"].full_name,
+    security_pb2.DESCRIPTOR.services_by_name["Users"].full_name,
+    security_pb2.DESCRIPTOR.services_by_name["Acls"].full_name,
 )
 
 
@@ -159,6 +165,9 @@ class ControlPlane:
         transforms_pb2_grpc.add_TransformsServicer_to_server(
             TransformsService(TransformOps(self.store, timeout)), server
         )
+        security_ops = SecurityOps(self.store, timeout)
+        security_pb2_grpc.add_UsersServicer_to_server(UsersService(security_ops), server)
+        security_pb2_grpc.add_AclsServicer_to_server(AclsService(security_ops), server)
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
             StatusService(self.manager, self.endpoint, time.time(), self.request_stop, tokens),
             server,

@@ -232,6 +232,21 @@ def test_cluster_changes(small: Cloud) -> None:
         each_format(small, lambda fmt: ["reboot-broker", SMALL[fmt], "--broker", "0", "--wait"])
     )
     assert all((c["state"], c["operation"]) == ("ACTIVE", "") for c in rebooted)
+    secured = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "update-cluster-security",
+                SMALL[fmt],
+                "--client-auth",
+                "none",
+                "--client-auth",
+                "scram",
+                "--wait",
+            ],
+        )
+    )
+    assert all(c["client_auth"] == ["NONE", "SCRAM"] for c in secured)
 
     ops = read_only(small, "list-operations", SMALL["json"])["operations"]
     assert [(o["type"], o["state"]) for o in ops] == [
@@ -239,6 +254,7 @@ def test_cluster_changes(small: Cloud) -> None:
         ("UPDATE_BROKER_COUNT", "COMPLETED"),
         ("UPDATE_CONFIG", "COMPLETED"),
         ("REBOOT_BROKER", "COMPLETED"),
+        ("UPDATE_SECURITY", "COMPLETED"),
     ]
     assert ops[1]["detail"] == "1 -> 1 brokers, log.retention.ms=3600000"
     assert ops[3]["detail"] == "broker 0"
@@ -507,6 +523,59 @@ def test_rotate_token(cloud: Cloud) -> None:
     assert as_json["previous_valid_until"].endswith("Z")
     token = (cloud.home / "token").read_text().strip()
     assert all(token not in d.stdout + d.stderr for d in done.values()), "the token was printed"
+
+
+def test_user_and_acl_commands(shared_cloud: Cloud) -> None:
+    """On a 1-broker cluster with a scram listener (its brokers enforce ACLs)."""
+    cloud, name = shared_cloud, "fmt-secured"
+    run_ok(cloud, "create-cluster", name, "--brokers", "1", "--client-auth", "scram", "--wait")
+    try:
+        users = same_shape(
+            each_format(
+                cloud,
+                lambda fmt: ["create-user", "--cluster", name, f"u-{fmt}", "--password-stdin"],
+                stdin="a-Password-123",
+            )
+        )
+        assert all(u["credentials"][0]["mechanism"] == "SCRAM-SHA-512" for u in users)
+        listed = read_only(cloud, "list-users", "--cluster", name, order=None)
+        assert {"u-json", "u-yaml", "u-table"} <= {u["name"] for u in listed["users"]}
+        same_shape(
+            each_format(
+                cloud,
+                lambda fmt: [
+                    "create-acl",
+                    "--cluster",
+                    name,
+                    "--principal",
+                    f"User:u-{fmt}",
+                    "--operation",
+                    "read",
+                    "--topic",
+                    f"t-{fmt}",
+                ],
+            )
+        )
+        acls = read_only(cloud, "list-acls", "--cluster", name)
+        assert len(acls["acls"]) == 3
+        same_shape(
+            each_format(
+                cloud,
+                lambda fmt: [
+                    "delete-acl",
+                    "--cluster",
+                    name,
+                    "--principal",
+                    f"User:u-{fmt}",
+                    "--yes",
+                ],
+            )
+        )
+        same_shape(
+            each_format(cloud, lambda fmt: ["delete-user", "--cluster", name, f"u-{fmt}", "--yes"])
+        )
+    finally:
+        cloud.run("delete-cluster", name, "--yes", "--if-exists", "--wait")
 
 
 def test_every_command_was_checked_in_every_format() -> None:

@@ -35,6 +35,7 @@ CLUSTER_COMMANDS = {
     "get-ca-cert",
     "update-broker-count",
     "update-cluster-config",
+    "update-cluster-security",
     "reboot-broker",
     "delete-cluster",
     "list-operations",
@@ -96,6 +97,7 @@ def test_the_nouns_are_known() -> None:
         "ca-cert",
         "broker-count",
         "cluster-config",
+        "cluster-security",
         "broker",
         "operations",
         "operation",
@@ -112,6 +114,10 @@ def test_the_nouns_are_known() -> None:
         "consume",
         "transform",
         "transforms",
+        "user",
+        "users",
+        "acl",
+        "acls",
     }
 
 

@@ -31,6 +31,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATION_NOT_FOUND: _ClassVar[ErrorReason]
     TRANSFORM_NOT_FOUND: _ClassVar[ErrorReason]
     INVALID_TRANSFORM: _ClassVar[ErrorReason]
+    USER_NOT_FOUND: _ClassVar[ErrorReason]
+    USER_ALREADY_EXISTS: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 CONTROL_PLANE_UNAVAILABLE: ErrorReason
 TOKEN_INVALID: ErrorReason
@@ -56,3 +58,5 @@ BROKER_NOT_FOUND: ErrorReason
 OPERATION_NOT_FOUND: ErrorReason
 TRANSFORM_NOT_FOUND: ErrorReason
 INVALID_TRANSFORM: ErrorReason
+USER_NOT_FOUND: ErrorReason
+USER_ALREADY_EXISTS: ErrorReason
