@@ -135,6 +135,11 @@ class Session:
             text = f"{self.principal} may not connect through listener {self.listener.name}"
             asyncio.get_running_loop().call_soon(close, text)
 
+    def disconnected(self) -> None:
+        """The connection is gone: drop the reference back to it (and SCRAM state)."""
+        self._close = None
+        self._scram = None
+
     def admits(self, principal: str) -> bool:
         """Whether this connection's listener lets ``principal`` in."""
         allowed = self.security.allowed.get(self.listener.name)
