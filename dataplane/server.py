@@ -22,7 +22,7 @@ from dataplane.handlers.api_versions import unsupported_version_response
 from dataplane.handlers.context import RequestContext
 from dataplane.handlers.registry import SERVED
 from dataplane.security.listeners import Listener
-from dataplane.security.session import Security, Session
+from dataplane.security.session import Outcome, Security, Session, State
 from wire.framing import decode_request, encode_response, peek_header
 
 log = logging.getLogger(__name__)
@@ -245,7 +245,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         once the handler is done with it (when its task ends, for an asynchronous one)."""
         task: asyncio.Future[None] | None = None
         try:
-            task = self._dispatch(frame)
+            if self.session is not None and self.session.raw_tokens:
+                task = self._raw_token(self.session, bytes(frame))
+            else:
+                task = self._dispatch(frame)
         finally:
             if held and task is None:
                 self.memory.give_back(held)
@@ -312,6 +315,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if result is not None:
             self._enqueue_ready(head.correlation_id, result)
         return None
+
+    def _raw_token(self, session: Session, token: bytes) -> asyncio.Future[None] | None:
+        """A SASL token after SaslHandshake v0: answered with the server's raw token (after
+        the responses before it); the last one ends raw mode, a failure closes."""
+        outcome = session.authenticate(token)
+        if isinstance(outcome, Awaitable):
+            task = asyncio.ensure_future(self._raw_answer(session, outcome))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return task
+        self._raw_reply(session, outcome)
+        return None
+
+    async def _raw_answer(self, session: Session, outcome: Awaitable[Outcome]) -> None:
+        self._raw_reply(session, await outcome)
+
+    def _raw_reply(self, session: Session, outcome: Outcome) -> None:
+        if outcome.error is not None:  # Kafka's v0: no error message, the connection closes
+            session.raw_tokens = False
+            return
+        if session.state is not State.AUTHENTICATE:
+            session.raw_tokens = False
+        if self.transport is not None and not self._closed:
+            self.transport.write(SIZE.pack(len(outcome.token)) + outcome.token)
 
     def _enqueue_ready(self, correlation_id: int, response: Any) -> None:
         if not self._queue and self.transport is not None:

@@ -1,5 +1,8 @@
-"""SaslHandshake (17): the client names its SASL mechanism (v1 only: v0 is followed by
-raw SASL tokens outside Kafka's framing, which the clients Sluice supports no longer send).
+"""SaslHandshake (17): the client names its SASL mechanism. v1: the tokens follow in
+SaslAuthenticate requests; v0 (older clients, e.g. librdkafka before 1.x and the kcat of
+Debian's librdkafka 2.0, which look for v0 in ApiVersions): they follow as raw
+size-prefixed frames outside Kafka's request framing, answered the same way, and a failure
+closes the connection without an error message (as Kafka's SaslServerAuthenticator).
 
 On a SASL listener before authentication, or to re-authenticate a session that expires
 (KIP-368): NONE and the enabled mechanisms, or UNSUPPORTED_SASL_MECHANISM and the enabled
@@ -19,14 +22,14 @@ from kio.schema.sasl_handshake.v1 import response as resp
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 17
-MIN_VERSION = 1
+MIN_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: req.SaslHandshakeRequest) -> Any:
     session = ctx.session
     if session is None or session.illegal_handshake():
         return ctx.make(resp.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state)
-    refused = session.handshake(request.mechanism)
+    refused = session.handshake(request.mechanism, raw_tokens=ctx.api_version == 0)
     return ctx.make(
         resp.SaslHandshakeResponse,
         error_code=ErrorCode.none if refused is None else ErrorCode.unsupported_sasl_mechanism,

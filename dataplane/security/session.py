@@ -118,6 +118,8 @@ class Session:
         self.expires_at: float | None = None
         """time.monotonic() after which a request closes the connection (KIP-368)."""
         self.reauthenticating = False
+        self.raw_tokens = False
+        """After a SaslHandshake v0: the next frames are raw SASL tokens, not requests."""
         self._scram: ScramServer | None = None
         self._scram_user = ""
         self._close: Callable[[str], None] | None = None
@@ -166,7 +168,7 @@ class Session:
 
     # ------------------------------------------------------------------ SaslHandshake
 
-    def handshake(self, mechanism: str) -> str | None:
+    def handshake(self, mechanism: str, *, raw_tokens: bool = False) -> str | None:
         """Start authenticating with ``mechanism`` (after ``illegal_handshake`` said no):
         None when accepted, else why not (the caller answers UNSUPPORTED_SASL_MECHANISM and
         the connection closes)."""
@@ -181,6 +183,7 @@ class Session:
             )
         self.mechanism = mechanism
         self.state = State.AUTHENTICATE
+        self.raw_tokens = raw_tokens
         self._scram = None
         return None
 
