@@ -28,15 +28,75 @@ from cli.output import CliError, emit, emit_item, progress
 from proto.sluice.v1 import clusters_pb2, topics_pb2
 
 QUIET = 3  # librdkafka log level: errors only
+LISTENER_OF = {
+    "PLAINTEXT": clusters_pb2.CLIENT_AUTH_NONE,
+    "SASL_SSL": clusters_pb2.CLIENT_AUTH_SCRAM,
+    "SASL_PLAINTEXT": clusters_pb2.CLIENT_AUTH_SCRAM,
+    "SSL": clusters_pb2.CLIENT_AUTH_TLS,
+}
+"""The listener a client configuration's security.protocol goes to."""
+client_config_option = click.option(
+    "--client-config",
+    "client_config",
+    type=click.Path(exists=True, dir_okay=False, readable=True),
+    help="A file of librdkafka client properties (KEY=VALUE lines, # comments), e.g. "
+    "security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-512, sasl.username, "
+    "sasl.password, ssl.ca.location (from `cloudctl get-ca-cert`): for a cluster created "
+    "with --client-auth scram or tls. Its security.protocol picks the listener.",
+)
 
 
-def _connect(env: Env, cluster: str, topic: str) -> tuple[str, int]:
-    """(bootstrap servers, partition count); a missing cluster or topic is a clear error."""
+def read_client_config(path: str | None) -> dict[str, str]:
+    """KEY=VALUE lines of a client properties file (as Kafka's --command-config); the
+    secrets stay in the file, never on the command line."""
+    if path is None:
+        return {}
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as lines:
+        for number, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                raise click.BadParameter(
+                    f"line {number}: expected KEY=VALUE", param_hint="--client-config"
+                )
+            out[key.strip()] = value.strip()
+    protocol = out.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in LISTENER_OF:
+        raise click.BadParameter(
+            f"security.protocol {protocol!r}: expected one of {', '.join(LISTENER_OF)}",
+            param_hint="--client-config",
+        )
+    return out
+
+
+def _connect(
+    env: Env, cluster: str, topic: str, client: dict[str, str] | None = None
+) -> tuple[str, int]:
+    """(bootstrap servers, partition count) of the listener the client configuration's
+    security.protocol goes to (default: the cluster's first); a missing cluster, listener
+    or topic is a clear error."""
     api = Api(env)
+    protocol = (client or {}).get("security.protocol")
+    mode = LISTENER_OF[protocol.upper()] if protocol else clusters_pb2.CLIENT_AUTH_UNSPECIFIED
     try:
-        bootstrap = api.call(
-            api.clusters.GetBootstrapBrokers, clusters_pb2.GetBootstrapBrokersRequest(name=cluster)
-        ).bootstrap_brokers
+        reply = api.call(
+            api.clusters.GetBootstrapBrokers,
+            clusters_pb2.GetBootstrapBrokersRequest(name=cluster, client_auth=mode),
+        )
+        secured = reply.client_auth in (
+            clusters_pb2.CLIENT_AUTH_SCRAM,
+            clusters_pb2.CLIENT_AUTH_TLS,
+        )
+        if secured and "security.protocol" not in (client or {}):
+            raise CliError(
+                f"cluster {cluster!r} takes authenticated clients only",
+                "pass --client-config FILE with security.protocol (SASL_SSL or SSL) and the "
+                "credentials, see `cloudctl produce --help`",
+            )
+        bootstrap = reply.bootstrap_brokers
         described = api.call(
             api.topics.DescribeTopic, topics_pb2.DescribeTopicRequest(cluster=cluster, name=topic)
         )
@@ -50,15 +110,25 @@ def _connect(env: Env, cluster: str, topic: str) -> tuple[str, int]:
 @click.argument("topic")
 @click.option("--key-separator", help="Split each line at the first SEP into key and value.")
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@client_config_option
 @output_option
 @click.pass_obj
 def produce(
-    env: Env, *, cluster: str, topic: str, key_separator: str | None, acks: str, output: str
+    env: Env,
+    *,
+    cluster: str,
+    topic: str,
+    key_separator: str | None,
+    acks: str,
+    client_config: str | None,
+    output: str,
 ) -> None:
     """Send each line of stdin to TOPIC as one record (idempotent with acks=all)."""
-    bootstrap, _ = _connect(env, cluster, topic)
+    client = read_client_config(client_config)
+    bootstrap, _ = _connect(env, cluster, topic, client)
     producer = Producer(
         {
+            **client,
             "bootstrap.servers": bootstrap,
             "acks": acks,
             "enable.idempotence": acks == "all",
@@ -123,6 +193,7 @@ def produce(
     "-e", "--exit", "exit_at_end", is_flag=True, help="Exit at the end of every partition."
 )
 @click.option("--key-separator", help="Print KEY<SEP>VALUE instead of VALUE.")
+@client_config_option
 @output_option
 @click.pass_obj
 def consume(
@@ -135,15 +206,18 @@ def consume(
     limit: int | None,
     exit_at_end: bool,
     key_separator: str | None,
+    client_config: str | None,
     output: str,
 ) -> None:
     """Print the records of TOPIC, one per line, until Ctrl-C (or -n / -e).
 
     -o json prints one JSON object per record (topic, partition, offset, timestamp, key,
     value), -o yaml one YAML document per record."""
-    bootstrap, partitions = _connect(env, cluster, topic)
+    client = read_client_config(client_config)
+    bootstrap, partitions = _connect(env, cluster, topic, client)
     consumer = Consumer(
         {
+            **client,
             "bootstrap.servers": bootstrap,
             "group.id": group or f"cloudctl-{uuid.uuid4().hex[:12]}",
             "enable.auto.commit": group is not None,

@@ -334,3 +334,30 @@ def test_update_from_none_to_none_and_scram_keeps_records(shared_cloud: Cloud) -
         assert updates[0]["detail"] == "client auth none -> none+scram"
     finally:
         delete(cloud, OPENED)
+
+
+def test_cloudctl_produce_and_consume_with_a_client_config(secured: Cloud) -> None:
+    """The secrets in a file (as Kafka's --command-config), its security.protocol picking the
+    listener: SASL_SSL goes to the scram listener."""
+    conf = scram_conf(secured, SECURED)
+    path = secured.home / "alice.properties"
+    path.write_text(
+        "# alice over SCRAM\n"
+        + "".join(f"{k}={v}\n" for k, v in conf.items() if k != "bootstrap.servers")
+    )
+    path.chmod(0o600)
+    lines = "".join(f"cfg-{i}\n" for i in range(5))
+    made = secured.run(
+        "produce", "--cluster", SECURED, TOPIC, "--client-config", str(path), stdin=lines
+    )
+    assert made.returncode == 0, made.stderr
+    read = secured.run(
+        "consume", "--cluster", SECURED, TOPIC, "--client-config", str(path), "-e", "-o", "json"
+    )
+    assert read.returncode == 0, read.stderr
+    values = {json.loads(line)["value"] for line in read.stdout.splitlines()}
+    assert {f"cfg-{i}" for i in range(5)} <= values
+    plain = secured.run("produce", "--cluster", SECURED, TOPIC, stdin="x\n")
+    assert plain.returncode == 1
+    assert "takes authenticated clients only" in plain.stderr
+    assert "--client-config" in plain.stderr
