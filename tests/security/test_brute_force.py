@@ -14,9 +14,9 @@ open until the broker closes it (the slot the delay holds); the others close at 
 
 Printed, not asserted: the good producer's request times (produce + flush of one record,
 acks=all) before, during and after the attack; the attack's rate; the most sockets the
-broker held at once; its RSS before, at its peak and after (~53 MiB of growth over the attack: uvloop keeps some
-closed TLS connections' buffers; before closed connections released their 256 KiB read buffer
-and session at once, it was ~150-175 MiB).
+broker held at once; its RSS before, at its peak and after (~53 MiB of growth over the
+attack: uvloop keeps some closed TLS connections' buffers; before closed connections
+released their 256 KiB read buffer and session at once, it was ~150-175 MiB).
 """
 
 from __future__ import annotations
