@@ -154,6 +154,9 @@ BY_REASON: dict[int, Callable[[ApiError, Env], CliError]] = {
     epb.TRANSFORM_NOT_FOUND: _hint(
         "list transforms with `cloudctl list-transforms --cluster {cluster}`"
     ),
+    epb.ENDPOINT_NOT_FOUND: _hint(
+        "list them with `cloudctl list-private-endpoints --cluster {cluster}`"
+    ),
     epb.INVALID_TRANSFORM: _hint(
         "nothing was deployed or changed; fix the module or the definition and deploy again"
     ),

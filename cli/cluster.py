@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
@@ -236,6 +237,17 @@ def list_clusters(env: Env, *, output: str) -> None:
     )
 
 
+def _private_endpoint(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--endpoint`` after get-bootstrap-brokers names a private endpoint; a HOST:PORT value
+    (an endpoint's name never has a colon) is the control plane's address, as the global
+    option everywhere else, so scripts that put it there keep working."""
+    if value is None or ":" not in value:
+        return value
+    env = ctx.obj if isinstance(ctx.obj, Env) else Env.from_environ()
+    ctx.obj = replace(env, endpoint_override=value)
+    return None
+
+
 @click.command("get-bootstrap-brokers")
 @cluster_argument
 @click.option(
@@ -244,17 +256,28 @@ def list_clusters(env: Env, *, output: str) -> None:
     default=None,
     help="The listener: none, scram or tls (default: the cluster's first mode).",
 )
+@click.option(
+    "--endpoint",
+    "--private-endpoint",
+    "private_endpoint",
+    metavar="NAME",
+    callback=_private_endpoint,
+    help="The listener of this private endpoint instead (see create-private-endpoint). A "
+    "HOST:PORT value is the control plane's address, as the global --endpoint.",
+)
 @output_option
 @click.pass_obj
-def get_bootstrap_brokers(env: Env, *, name: str, auth: str | None, output: str) -> None:
+def get_bootstrap_brokers(
+    env: Env, *, name: str, auth: str | None, private_endpoint: str | None, output: str
+) -> None:
     """Print host:port[,host:port...] of the cluster's brokers, and nothing else.
 
     JSON also lists every listener with MSK's names: BootstrapBrokerString (none),
     BootstrapBrokerStringTls (tls), BootstrapBrokerStringSaslScram (scram); "" for a mode
-    the cluster does not have.
+    the cluster does not have. With --endpoint NAME: a private endpoint's listener.
     """
     api = Api(env)
-    request = pb.GetBootstrapBrokersRequest(name=name)
+    request = pb.GetBootstrapBrokersRequest(name=name, endpoint=private_endpoint or "")
     if auth is not None:
         request.client_auth = CLIENT_AUTH[auth]
     reply = api.call(api.clusters.GetBootstrapBrokers, request)
@@ -262,6 +285,7 @@ def get_bootstrap_brokers(env: Env, *, name: str, auth: str | None, output: str)
         output,
         {
             "bootstrap_brokers": reply.bootstrap_brokers,
+            "endpoint": reply.endpoint,
             "addresses": list(reply.addresses),
             "client_auth": client_auth_name(reply.client_auth),
             "BootstrapBrokerString": reply.bootstrap_broker_string,

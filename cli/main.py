@@ -1,10 +1,11 @@
 """``cloudctl``: the command line of the Sluice control plane.
 
 One module per noun (daemon.py, context.py, cluster.py, operation.py, logs.py, topic.py,
-group.py, data.py, transform.py); options.py holds the options every noun shares (the grammar
-of cli/README.md), output.py and formats.py the output; client.py finds and talks to the
-control plane. Exit codes: 0 success, 1 error (one line on stderr, ``cloudctl: error: WHAT (what to
-do)``), 2 usage error, 130 interrupted. ``cloudctl`` alone prints the help and exits 0.
+group.py, data.py, transform.py, security.py, endpoint.py); options.py holds the options
+every noun shares (the grammar of cli/README.md), output.py and formats.py the output;
+client.py finds and talks to the control plane. Exit codes: 0 success, 1 error (one line on
+stderr, ``cloudctl: error: WHAT (what to do)``), 2 usage error, 130 interrupted.
+``cloudctl`` alone prints the help and exits 0.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cli import (
     context,
     daemon,
     data,
+    endpoint,
     group,
     logs,
     operation,
@@ -44,6 +46,7 @@ SECTIONS = [
     ("Records (--cluster C)", data.COMMANDS),
     ("Transforms (--cluster C)", transform.COMMANDS),
     ("Users and ACLs (--cluster C)", security.COMMANDS),
+    ("Private endpoints (--cluster C)", endpoint.COMMANDS),
 ]
 
 

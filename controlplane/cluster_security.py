@@ -24,9 +24,14 @@ cluster keeps a ``none`` listener it is true, so that adding a secured mode does
 the clients already connected (a resource with ACLs is closed to everyone else either way).
 The cluster's own config may set it.
 
-Broker certificates (SANs: the broker's host, and ``localhost`` for a loopback host) are
-issued by the installation's CA (``ca.py``) each time a broker with a TLS listener starts,
-written beside the other files (keys 0600).
+Broker certificates (SANs: the broker's host, and ``localhost`` for a loopback host, and
+the address of every private endpoint) are issued by the installation's CA (``ca.py``) each
+time a broker with a TLS listener starts, written beside the other files (keys 0600).
+
+Private endpoints (``endpoints.py``) add one listener each (:class:`EndpointListener`: its
+own loopback address and port, the protocol of its mode, the principals it admits as
+``listener.allowed.principals``); an open cluster with one gets its ``--listen`` listener
+named ``PLAINTEXT`` beside it.
 """
 
 from __future__ import annotations
@@ -136,6 +141,24 @@ def bootstrap(cluster: ClusterRecord, brokers: Sequence[BrokerRecord], mode: Cli
     return ",".join(f"{b.host}:{client_port(cluster, b, mode)}" for b in brokers)
 
 
+@dataclass(frozen=True, slots=True)
+class EndpointListener:
+    """A private endpoint's listener on one broker (``endpoints.py`` builds them)."""
+
+    name: str
+    """Kafka listener name, ``ENDPOINT_<NAME>``."""
+    auth: ClientAuth
+    host: str
+    """The endpoint's own loopback address."""
+    port: int
+    allowed: tuple[str, ...] = ()
+    """Principals it admits (empty: every one)."""
+
+    @property
+    def protocol(self) -> str:
+        return LISTENERS[self.auth].protocol
+
+
 def listeners(cluster: ClusterRecord, broker: BrokerRecord) -> list[tuple[ListenerKind, int]]:
     """The client listeners of ``broker`` and their ports, in the cluster's order of modes."""
     return [(LISTENERS[mode], client_port(cluster, broker, mode)) for mode in cluster.client_auth]
@@ -172,9 +195,10 @@ def create_internal_user(cluster_dir: Path) -> Path:
     return path
 
 
-def certificate_names(host: str) -> list[str]:
+def certificate_names(host: str, extra: Sequence[str] = ()) -> list[str]:
     """The subject alternative names of a broker certificate: its host, and ``localhost``
-    beside a loopback address (clients dial either)."""
+    beside a loopback address (clients dial either), then ``extra`` (private endpoints'
+    addresses)."""
     names = [host]
     try:
         loopback = ipaddress.ip_address(host).is_loopback
@@ -182,32 +206,62 @@ def certificate_names(host: str) -> list[str]:
         loopback = host == "localhost"
     if loopback:
         names += [n for n in ("localhost", "127.0.0.1") if n != host]
-    return names
+    return names + [n for n in dict.fromkeys(extra) if n not in names]
 
 
-def issue_certificate(home: Path, directory: Path, broker: BrokerRecord) -> tuple[Path, Path]:
-    """A new certificate of the installation's CA for ``broker``: (certificate, key) files."""
+def issue_certificate(
+    home: Path, directory: Path, broker: BrokerRecord, extra: Sequence[str] = ()
+) -> tuple[Path, Path]:
+    """A new certificate of the installation's CA for ``broker`` (and the ``extra`` names):
+    (certificate, key) files."""
     ca = CertificateAuthority.load_or_create(home)
-    issued = ca.issue_server(f"broker-{broker.broker_id}", certificate_names(broker.host))
+    issued = ca.issue_server(f"broker-{broker.broker_id}", certificate_names(broker.host, extra))
     return issued.write(directory, f"broker-{broker.broker_id}")
 
 
-def broker_settings(home: Path, cluster: ClusterRecord, broker: BrokerRecord) -> dict[str, str]:
-    """The listener and authentication settings of one broker of a secured cluster (empty for
-    one that is not: its one PLAINTEXT listener at ``--listen`` needs none); issues the
-    broker's certificate when it has a TLS listener."""
-    if not cluster.secured:
-        return {}
-    credentials = Path(cluster.internal_credentials)
-    directory = credentials.parent
-    entries = [(INTERNAL_LISTENER, INTERNAL_PROTOCOL, broker.port)] + [
-        (kind.name, kind.protocol, port) for kind, port in listeners(cluster, broker)
-    ]
-    addresses = ",".join(f"{name}://{broker.host}:{port}" for name, _, port in entries)
+def _listener_settings(
+    entries: Sequence[tuple[str, str, str, int]], endpoints: Sequence[EndpointListener]
+) -> dict[str, str]:
+    """``listeners``, ``advertised.listeners``, the protocol map and the principals each
+    endpoint admits, of (name, protocol, host, port) ``entries``."""
+    addresses = ",".join(f"{name}://{host}:{port}" for name, _, host, port in entries)
     out = {
         "listeners": addresses,
         "advertised.listeners": addresses,
-        "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p, _ in entries),
+        "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p, _, _ in entries),
+    }
+    allowed = ";".join(f"{e.name}={'|'.join(e.allowed)}" for e in endpoints if e.allowed)
+    if allowed:
+        out["listener.allowed.principals"] = allowed
+    return out
+
+
+def _endpoint_entries(endpoints: Sequence[EndpointListener]) -> list[tuple[str, str, str, int]]:
+    return [(e.name, e.protocol, e.host, e.port) for e in endpoints]
+
+
+def broker_settings(
+    home: Path,
+    cluster: ClusterRecord,
+    broker: BrokerRecord,
+    endpoints: Sequence[EndpointListener] = (),
+) -> dict[str, str]:
+    """The listener and authentication settings of one broker of a secured cluster, with
+    its private endpoints' listeners; issues the broker's certificate when it has a TLS
+    listener. A cluster that is not secured needs none for its one PLAINTEXT listener at
+    ``--listen`` (empty), only its endpoints' (PLAINTEXT: its only mode)."""
+    if not cluster.secured:
+        if not endpoints:
+            return {}
+        own = [("PLAINTEXT", "PLAINTEXT", broker.host, broker.port)]
+        return _listener_settings(own + _endpoint_entries(endpoints), endpoints)
+    credentials = Path(cluster.internal_credentials)
+    directory = credentials.parent
+    entries = [(INTERNAL_LISTENER, INTERNAL_PROTOCOL, broker.host, broker.port)] + [
+        (kind.name, kind.protocol, broker.host, port) for kind, port in listeners(cluster, broker)
+    ]
+    out = {
+        **_listener_settings(entries + _endpoint_entries(endpoints), endpoints),
         "sasl.enabled.mechanisms": MECHANISM.value,
         "inter.broker.credentials.file": str(credentials),
         "sasl.scram.bootstrap.users.file": str(directory / USERS_FILE),
@@ -218,11 +272,12 @@ def broker_settings(home: Path, cluster: ClusterRecord, broker: BrokerRecord) ->
     # everything the moment a secured mode is added); the cluster's config may say otherwise
     out["authorizer.class.name"] = STANDARD_AUTHORIZER
     out[SUPER_USERS] = f"User:{INTERNAL_USER}"
-    still_open = "true" if ClientAuth.NONE in cluster.client_auth else "false"
+    modes = set(cluster.client_auth) | {e.auth for e in endpoints}
+    still_open = "true" if ClientAuth.NONE in modes else "false"
     out[ALLOW_IF_NO_ACL] = cluster.config.get(ALLOW_IF_NO_ACL, still_open)
-    modes = set(cluster.client_auth)
     if modes & {ClientAuth.SCRAM, ClientAuth.TLS}:
-        cert, key = issue_certificate(home, directory, broker)
+        extra = [e.host for e in endpoints]
+        cert, key = issue_certificate(home, directory, broker, extra)
         out["ssl.certificate.location"] = str(cert)
         out["ssl.key.location"] = str(key)
     if ClientAuth.TLS in modes:

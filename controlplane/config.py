@@ -88,6 +88,11 @@ class Settings:
     topic_default_replication_factor: int = 3
     """Replication factor of a topic created without one, capped by the cluster's broker count
     (MSK's default: 3); ignored when the cluster's config sets default.replication.factor."""
+    cluster_max_private_endpoints: int = 10
+    """Most private endpoints of one cluster (each is a listener on every broker)."""
+    private_endpoint_network: str = "127.0.16.0/20"
+    """The loopback network private endpoints get their addresses from, one each (4094
+    addresses by default; it must lie in 127.0.0.0/8)."""
     logs_max_lines: int = 100_000
     """Most lines of history one ReadLogs call sends (the newest; the others are counted)."""
     logs_follow_interval_ms: int = 200

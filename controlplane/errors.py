@@ -120,6 +120,18 @@ class UserNotFound(NotFound):
     reason = epb.USER_NOT_FOUND
 
 
+class EndpointNotFound(NotFound):
+    """No private endpoint of that name in the cluster (metadata ``private_endpoint``)."""
+
+    reason = epb.ENDPOINT_NOT_FOUND
+
+
+class EndpointAlreadyExists(Conflict):
+    """The cluster has a private endpoint of that name (metadata ``private_endpoint``)."""
+
+    reason = epb.ENDPOINT_ALREADY_EXISTS
+
+
 class PreconditionFailed(ControlPlaneError):
     """Valid request, wrong moment: another operation runs, or the change needs a later issue."""
 

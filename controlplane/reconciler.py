@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+from controlplane import endpoints
 from controlplane.config import Settings
 from controlplane.deletion import Deletion
 from controlplane.objectstore import ObjectStoreManager
@@ -99,6 +100,7 @@ class ClusterReconciler(Deletion, ScaleIn, Reboot):
             return GONE
         cluster = self._ensure_bucket(cluster)
         cluster = self._ensure_quorum(cluster)
+        endpoints.ensure_ports(self.store, self.name, self.manager.reserved_ports())
         records = self.store.brokers(self.name)
         self._sync_runtimes(records)
         runtimes = [self.runtimes[r.broker_id] for r in records]
@@ -170,7 +172,9 @@ class ClusterReconciler(Deletion, ScaleIn, Reboot):
         return None
 
     async def _finish(self, cluster: ClusterRecord) -> str:
-        """Every broker answers: the operation is done (a reboot once the ISR is full again)."""
+        """Every broker answers: the operation is done (a reboot once the ISR is full again);
+        private endpoints every broker now runs with (or without) are ACTIVE (or gone)."""
+        endpoints.settle(self.store, self.name)
         if cluster.state == ClusterState.FAILED and cluster.state_message == self._failure:
             return IDLE  # a failed scale-in stays visible until the next operation
         if cluster.operation == OperationType.REBOOT_BROKER:

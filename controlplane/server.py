@@ -22,6 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from controlplane.api.clusters import ClustersService
+from controlplane.api.endpoints import EndpointsService
 from controlplane.api.groups import GroupsService
 from controlplane.api.logs import LogsService
 from controlplane.api.operations import OperationsService
@@ -31,6 +32,7 @@ from controlplane.api.topics import TopicsService
 from controlplane.api.transforms import TransformsService
 from controlplane.auth import BearerTokenInterceptor, Tokens, ensure_token
 from controlplane.config import Settings
+from controlplane.endpoints import EndpointOps
 from controlplane.frontend import ClusterFrontend
 from controlplane.groups import GroupOps
 from controlplane.objectstore import ObjectStoreManager
@@ -44,6 +46,8 @@ from proto.sluice.v1 import (
     clusters_pb2_grpc,
     controlplane_pb2,
     controlplane_pb2_grpc,
+    endpoints_pb2,
+    endpoints_pb2_grpc,
     groups_pb2,
     groups_pb2_grpc,
     logs_pb2,
@@ -75,6 +79,7 @@ SERVICE_NAMES = (
     transforms_pb2.DESCRIPTOR.services_by_name["Transforms"].full_name,
     security_pb2.DESCRIPTOR.services_by_name["Users"].full_name,
     security_pb2.DESCRIPTOR.services_by_name["Acls"].full_name,
+    endpoints_pb2.DESCRIPTOR.services_by_name["Endpoints"].full_name,
 )
 
 
@@ -168,6 +173,9 @@ class ControlPlane:
         security_ops = SecurityOps(self.store, timeout)
         security_pb2_grpc.add_UsersServicer_to_server(UsersService(security_ops), server)
         security_pb2_grpc.add_AclsServicer_to_server(AclsService(security_ops), server)
+        endpoints_pb2_grpc.add_EndpointsServicer_to_server(
+            EndpointsService(EndpointOps(self.store, self.manager, self.settings)), server
+        )
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
             StatusService(self.manager, self.endpoint, time.time(), self.request_stop, tokens),
             server,

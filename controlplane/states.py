@@ -73,6 +73,8 @@ class OperationType(enum.StrEnum):
     HEAL = "HEAL"
     DELETE = "DELETE"
     UPDATE_SECURITY = "UPDATE_SECURITY"
+    UPDATE_CONNECTIVITY = "UPDATE_CONNECTIVITY"
+    """A private endpoint created or deleted (``endpoints.py``)."""
 
     def to_proto(self) -> opb.OperationType:
         return _OPERATION_TYPE_TO_PROTO[self]
@@ -164,6 +166,7 @@ _OPERATION_TYPE_TO_PROTO: dict[OperationType, opb.OperationType] = {
     OperationType.HEAL: opb.OPERATION_TYPE_HEAL,
     OperationType.DELETE: opb.OPERATION_TYPE_DELETE,
     OperationType.UPDATE_SECURITY: opb.OPERATION_TYPE_UPDATE_SECURITY,
+    OperationType.UPDATE_CONNECTIVITY: opb.OPERATION_TYPE_UPDATE_CONNECTIVITY,
 }
 _OPERATION_TYPE_FROM_PROTO: dict[int, OperationType] = {
     v: k for k, v in _OPERATION_TYPE_TO_PROTO.items()

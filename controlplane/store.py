@@ -6,8 +6,9 @@ needs to survive its own ``kill -9`` is here: clusters, their desired broker cou
 Raft voters, how its clients authenticate (``client_auth``) and where its internal user's
 credentials are (a 0600 file in the cluster's directory: never the password itself), each
 broker's ports (Kafka, Raft, and one per client listener), data directory and last known pid
-(for re-adoption), and the history of every operation (``operations``: kept after a cluster
-is deleted).
+(for re-adoption), its private endpoints (``endpoints`` and the port of each on every broker,
+``endpoint_ports``: ``endpoints.py``), and the history of every operation (``operations``:
+kept after a cluster is deleted).
 
 One connection, used from the event loop's thread only; every write is its own transaction.
 """
@@ -18,7 +19,7 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 from controlplane.states import ClientAuth, ClusterState, OperationState, OperationType
 from wire.sasl import SaslCredentials, load_credentials
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
@@ -79,6 +80,26 @@ CREATE TABLE IF NOT EXISTS operations (
     ended_at       REAL
 );
 CREATE INDEX IF NOT EXISTS operations_by_cluster ON operations (cluster, started_at);
+CREATE TABLE IF NOT EXISTS endpoints (
+    cluster        TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+    name           TEXT NOT NULL,
+    address        TEXT NOT NULL UNIQUE,
+    client_auth    TEXT NOT NULL,
+    allowed        TEXT NOT NULL DEFAULT '',
+    state          TEXT NOT NULL,
+    config_version INTEGER NOT NULL,
+    created_at     REAL NOT NULL,
+    PRIMARY KEY (cluster, name)
+);
+CREATE TABLE IF NOT EXISTS endpoint_ports (
+    cluster        TEXT NOT NULL,
+    endpoint       TEXT NOT NULL,
+    broker_id      INTEGER NOT NULL,
+    port           INTEGER NOT NULL,
+    PRIMARY KEY (cluster, endpoint, broker_id),
+    FOREIGN KEY (cluster, endpoint) REFERENCES endpoints(cluster, name) ON DELETE CASCADE,
+    FOREIGN KEY (cluster, broker_id) REFERENCES brokers(cluster, broker_id) ON DELETE CASCADE
+);
 CREATE TABLE IF NOT EXISTS settings (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -91,7 +112,8 @@ CREATE TABLE IF NOT EXISTS settings (
 # clusters.operation_id, brokers.reboot_requested, and the operations table. Version 5 (client
 # authentication): clusters.client_auth ('NONE': every cluster recorded before),
 # clusters.internal_credentials and inter_broker_version, brokers.plaintext_port, scram_port
-# and tls_port (0: no such listener yet).
+# and tls_port (0: no such listener yet). Version 6 (private endpoints): the endpoints and
+# endpoint_ports tables (``endpoints.py`` reads and writes them), created on open.
 ADDED_COLUMNS = (
     ("clusters", "s3_endpoint", "TEXT NOT NULL DEFAULT ''"),
     ("clusters", "s3_bucket", "TEXT NOT NULL DEFAULT ''"),
@@ -403,12 +425,14 @@ class Store:
         *,
         new_brokers: Sequence[BrokerRecord] = (),
         broker_changes: Mapping[int, Mapping[str, Any]] | None = None,
+        also: Callable[[sqlite3.Connection], None] | None = None,
         **changes: Any,
     ) -> ClusterRecord:
         """Record a new operation of cluster ``name`` and make it the cluster's operation in
         progress (with ``new_brokers``, ``broker_changes`` — broker id -> columns, as
-        :meth:`update_broker` — and the other ``changes`` of its columns), in one
-        transaction. An operation still in progress (one a delete interrupts) fails."""
+        :meth:`update_broker` — the writes of ``also`` and the other ``changes`` of its
+        columns), in one transaction. An operation still in progress (one a delete
+        interrupts) fails."""
         current = self.get_cluster(name)
         if current is None:
             raise KeyError(name)
@@ -432,6 +456,8 @@ class Store:
             self._insert_brokers(db, new_brokers)
             for broker_id, columns in (broker_changes or {}).items():
                 self.update_broker(name, broker_id, **columns)
+            if also is not None:
+                also(db)
             return self.update_cluster(
                 name, operation=kind.value, operation_id=operation.id, **changes
             )
@@ -526,11 +552,12 @@ class Store:
         )
 
     def used_ports(self) -> set[int]:
-        """Every port recorded for a broker: Kafka listeners (internal and client) and Raft
-        listeners."""
+        """Every port recorded for a broker: Kafka listeners (internal, client and private
+        endpoints') and Raft listeners."""
         rows = self.db.execute(
             "SELECT port, raft_port, plaintext_port, scram_port, tls_port FROM brokers"
         ).fetchall()
+        rows += self.db.execute("SELECT port FROM endpoint_ports").fetchall()
         return {port for row in rows for port in row if port}
 
     @staticmethod

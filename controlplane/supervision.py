@@ -9,7 +9,8 @@ listener and advertises its own Kafka address (``_settings_for``); the cluster's
 comes as the ``tiered.s3.*`` settings, its static credentials (the embedded S3 server's)
 through the environment, never on the command line (``_tiered_settings``). A secured
 cluster's listeners, certificates and internal user come from ``cluster_security``: file
-names on the command line, never a password.
+names on the command line, never a password. Its private endpoints' listeners too
+(``endpoints.listeners_for``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from controlplane import cluster_security, kafka, store
+from controlplane import cluster_security, endpoints, kafka, store
 from controlplane.process import (
     BrokerProcess,
     broker_command,
@@ -137,7 +138,12 @@ class Supervision(ReconcilerBase):
             "controller.listener": record.raft_address,
             "advertised.listeners": record.address,
             **self._tiered_settings(cluster),
-            **cluster_security.broker_settings(self.manager.home, cluster, record),
+            **cluster_security.broker_settings(
+                self.manager.home,
+                cluster,
+                record,
+                endpoints.listeners_for(self.store, self.name, record.broker_id),
+            ),
         }
 
     def _tiered_settings(self, cluster: ClusterRecord) -> dict[str, str]:
@@ -198,6 +204,8 @@ class Supervision(ReconcilerBase):
                 cluster = self.store.update_cluster(
                     self.name, config_version=cluster.config_version + 1
                 )
+        if rt.failures:  # a private endpoint's port taken meanwhile moves too
+            endpoints.move_taken_ports(self.store, record, self.manager.reserved_ports())
         command = broker_command(
             record.data_dir, record.address, self._settings_for(cluster, record)
         )

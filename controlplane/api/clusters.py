@@ -10,6 +10,7 @@ import grpc
 from controlplane import cluster_security, errors
 from controlplane.api.common import rpc, timestamp
 from controlplane.ca import CertificateAuthority
+from controlplane.endpoints import EndpointOps
 from controlplane.frontend import ClusterFrontend
 from controlplane.reconciler import ClusterManager
 from controlplane.states import BrokerState, ClientAuth, ClusterState
@@ -33,6 +34,7 @@ class ClustersService(pb_grpc.ClustersServicer):
     def __init__(self, frontend: ClusterFrontend, manager: ClusterManager) -> None:
         self.frontend = frontend
         self.manager = manager
+        self.endpoints = EndpointOps(frontend.store, manager, frontend.settings)
 
     def to_pb(self, cluster: ClusterRecord, *, credentials: bool = False) -> pb.Cluster:
         """The Cluster message; with ``credentials`` (GetCluster only) its object store carries
@@ -160,11 +162,22 @@ class ClustersService(pb_grpc.ClustersServicer):
     ) -> pb.GetBootstrapBrokersResponse:
         cluster = self.frontend.get(request.name)
         brokers = self.frontend.brokers(request.name)
+        endpoint = None
+        if request.endpoint:  # a private endpoint's listener (endpoints.py)
+            endpoint = self.endpoints.active(cluster.name, request.endpoint)
         if request.client_auth == pb.CLIENT_AUTH_UNSPECIFIED:
-            mode = cluster.client_auth[0]
+            mode = cluster.client_auth[0] if endpoint is None else endpoint.client_auth
         else:
             (mode,) = modes([request.client_auth])
-        if mode not in cluster.client_auth:
+        if endpoint is not None and mode is not endpoint.client_auth:
+            raise errors.BadRequest(
+                f"private endpoint {endpoint.name!r} of cluster {cluster.name!r} is a "
+                f"{endpoint.client_auth.option} endpoint, not {mode.option}: leave the auth "
+                "mode out, or give its own",
+                cluster=cluster.name,
+                private_endpoint=endpoint.name,
+            )
+        if endpoint is None and mode not in cluster.client_auth:
             have = ", ".join(m.option for m in cluster.client_auth)
             raise errors.PreconditionFailed(
                 f"cluster {cluster.name!r} has no {mode.option} listener (its client auth: "
@@ -173,8 +186,12 @@ class ClustersService(pb_grpc.ClustersServicer):
                 + "`",
                 cluster=cluster.name,
             )
-        chosen = cluster_security.bootstrap(cluster, brokers, mode)
+        if endpoint is not None:
+            chosen = endpoint.bootstrap()
+        else:
+            chosen = cluster_security.bootstrap(cluster, brokers, mode)
         return pb.GetBootstrapBrokersResponse(
+            endpoint=endpoint.name if endpoint is not None else "",
             bootstrap_brokers=chosen,
             addresses=chosen.split(",") if chosen else [],
             client_auth=mode.to_proto(),

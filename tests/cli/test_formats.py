@@ -492,6 +492,38 @@ def test_transform_commands(shared_cloud: Cloud, tmp_path: Path) -> None:
     assert all((d["existed"], d["deleted"]) == (True, True) for d in deleted)
 
 
+def test_private_endpoint_commands(small: Cloud) -> None:
+    """One endpoint per format, each on its own 1-broker cluster (an endpoint is an operation
+    of its cluster: one at a time); their first mode is none, so PLAINTEXT endpoints."""
+    created = same_shape(
+        each_format(
+            small,
+            lambda fmt: ["create-private-endpoint", "--cluster", SMALL[fmt], "pe", "--wait"],
+        )
+    )
+    assert all((e["state"], e["security_protocol"]) == ("ACTIVE", "PLAINTEXT") for e in created)
+    assert created[0]["address"] != created[1]["address"], "an address per endpoint"
+    described = read_only(small, "describe-private-endpoint", "--cluster", SMALL["json"], "pe")
+    assert described["listener_name"] == "ENDPOINT_PE"
+    listed = read_only(small, "list-private-endpoints", "--cluster", SMALL["json"])
+    assert listed["endpoints"] == [described]
+    bootstrap = json.loads(
+        run_ok(
+            small, "get-bootstrap-brokers", SMALL["json"], "--endpoint", "pe", "-o", "json"
+        ).stdout
+    )
+    assert bootstrap["bootstrap_brokers"] == described["bootstrap_brokers"]
+    assert bootstrap["endpoint"] == "pe"
+    deleted = same_shape(
+        each_format(
+            small,
+            lambda fmt: ["delete-private-endpoint", "--cluster", SMALL[fmt], "pe", "--wait"],
+        )
+    )
+    assert all((d["existed"], d["deleted"]) == (True, True) for d in deleted)
+    assert read_only(small, "list-private-endpoints", "--cluster", SMALL["json"])["endpoints"] == []
+
+
 def test_deletes(small: Cloud) -> None:
     topics = same_shape(
         each_format(small, lambda fmt: ["delete-topic", "--cluster", CLUSTER, TOPICS[fmt]])

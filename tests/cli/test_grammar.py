@@ -118,6 +118,8 @@ def test_the_nouns_are_known() -> None:
         "users",
         "acl",
         "acls",
+        "private-endpoint",
+        "private-endpoints",
     }
 
 
@@ -235,6 +237,28 @@ def test_home_and_endpoint_go_before_or_after_the_command(tmp_path: Path) -> Non
         done = run(*args)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["home"] == str(tmp_path)
+
+
+def test_endpoint_after_get_bootstrap_brokers_names_a_private_endpoint(tmp_path: Path) -> None:
+    """The global --endpoint HOST:PORT goes before the command name; after
+    get-bootstrap-brokers, --endpoint (or --private-endpoint) names a private endpoint, and a
+    HOST:PORT value there is still the control plane's address (a name has no colon)."""
+    command = COMMANDS["get-bootstrap-brokers"]
+    option = options(command)["--endpoint"]
+    assert options(command)["--private-endpoint"] is option
+    assert option.name == "private_endpoint"
+    home = tmp_path / "home"
+    address = run("get-bootstrap-brokers", "c", "--endpoint", "127.0.0.1:9", home=home)
+    assert address.returncode == 1
+    assert "no API token" in address.stderr, "the control plane's address was taken"
+    named = run("get-bootstrap-brokers", "c", "--endpoint", "a", home=home)
+    assert named.returncode == 1
+    assert "the control plane is not running" in named.stderr, "a private endpoint's name"
+    before = run(
+        "--endpoint", "127.0.0.1:9", "get-bootstrap-brokers", "c", "--endpoint", "a", home=home
+    )
+    assert before.returncode == 1
+    assert "no API token" in before.stderr, "the global option before the command name"
 
 
 def test_a_delete_asks_on_a_terminal_and_a_no_deletes_nothing(tmp_path: Path) -> None:

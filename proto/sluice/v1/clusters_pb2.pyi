@@ -225,12 +225,14 @@ class RebootBrokerRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class GetBootstrapBrokersRequest(_message.Message):
-    __slots__ = ("name", "client_auth")
+    __slots__ = ("name", "client_auth", "endpoint")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     name: str
     client_auth: ClientAuth
-    def __init__(self, name: _Optional[str] = ..., client_auth: _Optional[_Union[ClientAuth, str]] = ...) -> None: ...
+    endpoint: str
+    def __init__(self, name: _Optional[str] = ..., client_auth: _Optional[_Union[ClientAuth, str]] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
 class UpdateClusterSecurityRequest(_message.Message):
     __slots__ = ("name", "client_auth", "config")
@@ -264,17 +266,19 @@ class GetCaCertResponse(_message.Message):
     def __init__(self, pem: _Optional[str] = ..., sha256_fingerprint: _Optional[str] = ...) -> None: ...
 
 class GetBootstrapBrokersResponse(_message.Message):
-    __slots__ = ("bootstrap_brokers", "addresses", "client_auth", "bootstrap_broker_string", "bootstrap_broker_string_tls", "bootstrap_broker_string_sasl_scram")
+    __slots__ = ("bootstrap_brokers", "addresses", "client_auth", "bootstrap_broker_string", "bootstrap_broker_string_tls", "bootstrap_broker_string_sasl_scram", "endpoint")
     BOOTSTRAP_BROKERS_FIELD_NUMBER: _ClassVar[int]
     ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
     BOOTSTRAP_BROKER_STRING_FIELD_NUMBER: _ClassVar[int]
     BOOTSTRAP_BROKER_STRING_TLS_FIELD_NUMBER: _ClassVar[int]
     BOOTSTRAP_BROKER_STRING_SASL_SCRAM_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     bootstrap_brokers: str
     addresses: _containers.RepeatedScalarFieldContainer[str]
     client_auth: ClientAuth
     bootstrap_broker_string: str
     bootstrap_broker_string_tls: str
     bootstrap_broker_string_sasl_scram: str
-    def __init__(self, bootstrap_brokers: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., client_auth: _Optional[_Union[ClientAuth, str]] = ..., bootstrap_broker_string: _Optional[str] = ..., bootstrap_broker_string_tls: _Optional[str] = ..., bootstrap_broker_string_sasl_scram: _Optional[str] = ...) -> None: ...
+    endpoint: str
+    def __init__(self, bootstrap_brokers: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., client_auth: _Optional[_Union[ClientAuth, str]] = ..., bootstrap_broker_string: _Optional[str] = ..., bootstrap_broker_string_tls: _Optional[str] = ..., bootstrap_broker_string_sasl_scram: _Optional[str] = ..., endpoint: _Optional[str] = ...) -> None: ...

@@ -33,6 +33,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_TRANSFORM: _ClassVar[ErrorReason]
     USER_NOT_FOUND: _ClassVar[ErrorReason]
     USER_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    ENDPOINT_NOT_FOUND: _ClassVar[ErrorReason]
+    ENDPOINT_ALREADY_EXISTS: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 CONTROL_PLANE_UNAVAILABLE: ErrorReason
 TOKEN_INVALID: ErrorReason
@@ -60,3 +62,5 @@ TRANSFORM_NOT_FOUND: ErrorReason
 INVALID_TRANSFORM: ErrorReason
 USER_NOT_FOUND: ErrorReason
 USER_ALREADY_EXISTS: ErrorReason
+ENDPOINT_NOT_FOUND: ErrorReason
+ENDPOINT_ALREADY_EXISTS: ErrorReason

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n proto/sluice/v1/operations.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x02\n\tOperation\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63luster\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12&\n\x04type\x18\x04 \x01(\x0e\x32\x18.sluice.v1.OperationType\x12(\n\x05state\x18\x05 \x01(\x0e\x32\x19.sluice.v1.OperationState\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x15\n\rstate_message\x18\x07 \x01(\t\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12.\n\nstarted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nded_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"(\n\x15ListOperationsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\"B\n\x16ListOperationsResponse\x12(\n\noperations\x18\x01 \x03(\x0b\x32\x14.sluice.v1.Operation\"!\n\x13GetOperationRequest\x12\n\n\x02id\x18\x01 \x01(\t*\x8e\x02\n\rOperationType\x12\x1e\n\x1aOPERATION_TYPE_UNSPECIFIED\x10\x00\x12\x19\n\x15OPERATION_TYPE_CREATE\x10\x01\x12&\n\"OPERATION_TYPE_UPDATE_BROKER_COUNT\x10\x02\x12 \n\x1cOPERATION_TYPE_UPDATE_CONFIG\x10\x03\x12 \n\x1cOPERATION_TYPE_REBOOT_BROKER\x10\x04\x12\x17\n\x13OPERATION_TYPE_HEAL\x10\x05\x12\x19\n\x15OPERATION_TYPE_DELETE\x10\x06\x12\"\n\x1eOPERATION_TYPE_UPDATE_SECURITY\x10\x07*\x8d\x01\n\x0eOperationState\x12\x1f\n\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1bOPERATION_STATE_IN_PROGRESS\x10\x01\x12\x1d\n\x19OPERATION_STATE_COMPLETED\x10\x02\x12\x1a\n\x16OPERATION_STATE_FAILED\x10\x03\x32\xa9\x01\n\nOperations\x12U\n\x0eListOperations\x12 .sluice.v1.ListOperationsRequest\x1a!.sluice.v1.ListOperationsResponse\x12\x44\n\x0cGetOperation\x12\x1e.sluice.v1.GetOperationRequest\x1a\x14.sluice.v1.Operationb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n proto/sluice/v1/operations.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x02\n\tOperation\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07\x63luster\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12&\n\x04type\x18\x04 \x01(\x0e\x32\x18.sluice.v1.OperationType\x12(\n\x05state\x18\x05 \x01(\x0e\x32\x19.sluice.v1.OperationState\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\t\x12\x15\n\rstate_message\x18\x07 \x01(\t\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12.\n\nstarted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nded_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"(\n\x15ListOperationsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\"B\n\x16ListOperationsResponse\x12(\n\noperations\x18\x01 \x03(\x0b\x32\x14.sluice.v1.Operation\"!\n\x13GetOperationRequest\x12\n\n\x02id\x18\x01 \x01(\t*\xb6\x02\n\rOperationType\x12\x1e\n\x1aOPERATION_TYPE_UNSPECIFIED\x10\x00\x12\x19\n\x15OPERATION_TYPE_CREATE\x10\x01\x12&\n\"OPERATION_TYPE_UPDATE_BROKER_COUNT\x10\x02\x12 \n\x1cOPERATION_TYPE_UPDATE_CONFIG\x10\x03\x12 \n\x1cOPERATION_TYPE_REBOOT_BROKER\x10\x04\x12\x17\n\x13OPERATION_TYPE_HEAL\x10\x05\x12\x19\n\x15OPERATION_TYPE_DELETE\x10\x06\x12\"\n\x1eOPERATION_TYPE_UPDATE_SECURITY\x10\x07\x12&\n\"OPERATION_TYPE_UPDATE_CONNECTIVITY\x10\x08*\x8d\x01\n\x0eOperationState\x12\x1f\n\x1bOPERATION_STATE_UNSPECIFIED\x10\x00\x12\x1f\n\x1bOPERATION_STATE_IN_PROGRESS\x10\x01\x12\x1d\n\x19OPERATION_STATE_COMPLETED\x10\x02\x12\x1a\n\x16OPERATION_STATE_FAILED\x10\x03\x32\xa9\x01\n\nOperations\x12U\n\x0eListOperations\x12 .sluice.v1.ListOperationsRequest\x1a!.sluice.v1.ListOperationsResponse\x12\x44\n\x0cGetOperation\x12\x1e.sluice.v1.GetOperationRequest\x1a\x14.sluice.v1.Operationb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,9 +33,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.sluice.v1.operations_
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_OPERATIONTYPE']._serialized_start=519
-  _globals['_OPERATIONTYPE']._serialized_end=789
-  _globals['_OPERATIONSTATE']._serialized_start=792
-  _globals['_OPERATIONSTATE']._serialized_end=933
+  _globals['_OPERATIONTYPE']._serialized_end=829
+  _globals['_OPERATIONSTATE']._serialized_start=832
+  _globals['_OPERATIONSTATE']._serialized_end=973
   _globals['_OPERATION']._serialized_start=81
   _globals['_OPERATION']._serialized_end=371
   _globals['_LISTOPERATIONSREQUEST']._serialized_start=373
@@ -44,6 +44,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTOPERATIONSRESPONSE']._serialized_end=481
   _globals['_GETOPERATIONREQUEST']._serialized_start=483
   _globals['_GETOPERATIONREQUEST']._serialized_end=516
-  _globals['_OPERATIONS']._serialized_start=936
-  _globals['_OPERATIONS']._serialized_end=1105
+  _globals['_OPERATIONS']._serialized_start=976
+  _globals['_OPERATIONS']._serialized_end=1145
 # @@protoc_insertion_point(module_scope)

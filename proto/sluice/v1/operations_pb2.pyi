@@ -17,6 +17,7 @@ class OperationType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATION_TYPE_HEAL: _ClassVar[OperationType]
     OPERATION_TYPE_DELETE: _ClassVar[OperationType]
     OPERATION_TYPE_UPDATE_SECURITY: _ClassVar[OperationType]
+    OPERATION_TYPE_UPDATE_CONNECTIVITY: _ClassVar[OperationType]
 
 class OperationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -32,6 +33,7 @@ OPERATION_TYPE_REBOOT_BROKER: OperationType
 OPERATION_TYPE_HEAL: OperationType
 OPERATION_TYPE_DELETE: OperationType
 OPERATION_TYPE_UPDATE_SECURITY: OperationType
+OPERATION_TYPE_UPDATE_CONNECTIVITY: OperationType
 OPERATION_STATE_UNSPECIFIED: OperationState
 OPERATION_STATE_IN_PROGRESS: OperationState
 OPERATION_STATE_COMPLETED: OperationState
