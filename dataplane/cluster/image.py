@@ -40,11 +40,15 @@ class BrokerInfo:
     endpoints: dict[str, list[Any]] = field(default_factory=dict)
     """Advertised [host, port] of each listener by name (RegisterBroker.endpoints)."""
 
-    def address_for(self, listener: str | None) -> tuple[str, int]:
-        """The address of this broker on ``listener`` (its registered host and port when
-        it has no listener of that name, or for None)."""
-        found = None if listener is None else self.endpoints.get(listener)
-        return (self.host, self.port) if found is None else (str(found[0]), int(found[1]))
+    def address_on(self, listener: str | None) -> tuple[str, int] | None:
+        """The address of this broker on ``listener``; None when it registered its
+        listeners and that one is not among them (Kafka then leaves the broker out of
+        Metadata: a client of a listener only ever learns that listener's addresses). A
+        registration without listener names (older entries): its host and port."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        found = self.endpoints.get(listener)
+        return None if found is None else (str(found[0]), int(found[1]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,13 +50,15 @@ def handle(ctx: RequestContext, request: req.DescribeClusterRequest) -> Any:
         ctx.make(
             resp.DescribeClusterBroker,
             broker_id=b.broker_id,
-            host=b.address_for(ctx.listener)[0],
-            port=b.address_for(ctx.listener)[1],
+            host=address[0],
+            port=address[1],
             rack=None,
             is_fenced=b.fenced,
         )
         for _, b in sorted(image.brokers.items())
         if not b.fenced or getattr(request, "include_fenced_brokers", False)
+        # only the brokers that have the listener the request came through, as Kafka's
+        if (address := b.address_on(ctx.listener)) is not None
     )
     return ctx.make(
         resp.DescribeClusterResponse,

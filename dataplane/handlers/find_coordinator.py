@@ -20,7 +20,12 @@ from dataplane.authorizer import Operation
 from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.handlers._groups import DEFAULT_MESSAGES, ZERO, coordinator_of
 from dataplane.handlers.context import RequestContext
-from wire.errors import BrokerError, TransactionsNotSupported, error_code_for
+from wire.errors import (
+    BrokerError,
+    CoordinatorNotAvailable,
+    TransactionsNotSupported,
+    error_code_for,
+)
 
 API_KEY = 10
 BATCHED_VERSION = 4
@@ -34,7 +39,12 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int
     node, host, port = coordinator_of(ctx).find_coordinator(key_type, key)
     info = ctx.broker.metadata.brokers.get(node)
     if info is not None:
-        host, port = info.address_for(ctx.listener)
+        address = info.address_on(ctx.listener)
+        if address is None:  # Kafka's: a coordinator without the client's listener
+            raise CoordinatorNotAvailable(
+                f"the coordinator, broker {node}, has no listener {ctx.listener} yet"
+            )
+        host, port = address
     return node, host, port
 
 

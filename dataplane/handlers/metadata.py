@@ -32,6 +32,7 @@ API_KEY = 3
 ZERO = datetime.timedelta(0)
 ZERO_UUID = uuid.UUID(int=0)
 UNSET_OPERATIONS = -(2**31)
+LISTENER_NOT_FOUND_VERSION = 6
 
 
 def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
@@ -72,13 +73,18 @@ async def _after_auto_create(
 def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str, ErrorCode]) -> Any:
     broker = ctx.broker
     image = broker.metadata
-    brokers = tuple(
-        ctx.make(resp.MetadataResponseBroker, node_id=b.broker_id, host=host, port=port)
+    reachable = {
+        b.broker_id: address
         for b in image.live_brokers()
-        for host, port in (b.address_for(ctx.listener),)
+        if (address := b.address_on(ctx.listener)) is not None
+    }
+    brokers = tuple(
+        ctx.make(resp.MetadataResponseBroker, node_id=node, host=host, port=port)
+        for node, (host, port) in reachable.items()
     )
-    if not brokers:  # not registered yet (the listener opens after registration)
-        host, port = broker.advertised
+    if not brokers:  # not registered yet: this broker, on the listener asked through
+        own = broker.cluster.endpoints.get(ctx.listener or "")
+        host, port = broker.advertised if own is None else (str(own[0]), int(own[1]))
         brokers = (
             ctx.make(resp.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port),
         )
@@ -86,7 +92,7 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
     topics: list[Any] = []
     if requested is None:
         topics = [
-            _topic(ctx, info, topic_ops)
+            _topic(ctx, info, topic_ops, reachable)
             for info in image.topics.values()
             if ctx.on_topic(Operation.DESCRIBE, info.name)
         ]
@@ -106,7 +112,7 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
                 elif not ctx.on_topic(Operation.DESCRIBE, info.name):
                     hidden.append(_error_topic(ctx, None, denied, topic_id))
                 else:
-                    topics.append(_topic(ctx, info, topic_ops))
+                    topics.append(_topic(ctx, info, topic_ops, reachable))
                 continue
             if name is None:
                 continue
@@ -117,7 +123,7 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
                 code = errors.get(name, ErrorCode.unknown_topic_or_partition)
                 (not_created if code == denied else topics).append(_error_topic(ctx, name, code))
             else:
-                topics.append(_topic(ctx, info, topic_ops))
+                topics.append(_topic(ctx, info, topic_ops, reachable))
         topics += not_created + hidden
     cluster_ops = (
         cluster_operations(ctx)
@@ -136,7 +142,11 @@ def _answer(ctx: RequestContext, request: Any, requested: Any, errors: dict[str,
     )
 
 
-def _topic(ctx: RequestContext, info: TopicInfo, with_operations: bool) -> Any:
+def _topic(
+    ctx: RequestContext, info: TopicInfo, with_operations: bool, reachable: dict[int, Any]
+) -> Any:
+    """``reachable``: the brokers that have the request's listener; a partition whose leader
+    has not is LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before), as Kafka's."""
     image = ctx.broker.metadata
     parts: list[Any] = []
     for p in range(info.partitions):
@@ -149,7 +159,7 @@ def _topic(ctx: RequestContext, info: TopicInfo, with_operations: bool) -> Any:
         parts.append(
             ctx.make(
                 resp.MetadataResponsePartition,
-                error_code=ErrorCode.none if state.leader >= 0 else ErrorCode.leader_not_available,
+                error_code=_partition_error(ctx, state.leader, reachable),
                 partition_index=p,
                 leader_id=state.leader,
                 leader_epoch=state.leader_epoch,
@@ -182,3 +192,15 @@ def _error_topic(
         is_internal=False,
         partitions=(),
     )
+
+
+def _partition_error(ctx: RequestContext, leader: int, reachable: dict[int, Any]) -> ErrorCode:
+    if leader < 0:
+        return ErrorCode.leader_not_available
+    if leader not in reachable and reachable:
+        return (
+            ErrorCode.listener_not_found
+            if ctx.api_version >= LISTENER_NOT_FOUND_VERSION
+            else ErrorCode.leader_not_available
+        )
+    return ErrorCode.none

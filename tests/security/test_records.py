@@ -32,7 +32,18 @@ def test_entries_written_before_listeners_had_names_still_replay() -> None:
     old = b'[{"type":"RegisterBroker","broker_id":1,"epoch":1,"host":"h","port":1,'
     old += b'"raft_host":"h","raft_port":2,"incarnation":"x"}]'
     image.apply(1, old)
-    assert image.brokers[1].address_for("SASL_SSL") == ("h", 1)
+    assert image.brokers[1].address_on("SASL_SSL") == ("h", 1)
     restored = _image()
     restored.restore(image.snapshot())
     assert restored.brokers[1].endpoints == {}
+
+
+def test_a_broker_without_the_listener_has_no_address_on_it() -> None:
+    image = _image()
+    entry = b'[{"type":"RegisterBroker","broker_id":1,"epoch":1,"host":"h","port":1,'
+    entry += b'"raft_host":"h","raft_port":2,"incarnation":"x",'
+    entry += b'"endpoints":{"INTERNAL":["h",1],"ENDPOINT_A":["127.0.16.1",7]}}]'
+    image.apply(1, entry)
+    assert image.brokers[1].address_on("ENDPOINT_A") == ("127.0.16.1", 7)
+    assert image.brokers[1].address_on("ENDPOINT_B") is None
+    assert image.brokers[1].address_on(None) == ("h", 1)
