@@ -6,6 +6,12 @@ plane (``Clusters.GetCluster`` of the public gRPC API, ``proto/sluice/v1/cluster
                                                                 # the one `cloudctl up` recorded
     .option("sluice.controlplane.token", "...")               # default: $SLUICE_TOKEN, or
                                                                 # $SLUICE_HOME/token
+    .option("sluice.endpoint", "analytics")                   # a private endpoint's listener
+
+The bootstrap servers are those of the listener the read goes through: the private endpoint
+``sluice.endpoint`` names, else the listener of the cluster's mode that
+``kafka.security.protocol`` asks for (SASL_SSL / SASL_PLAINTEXT: scram, SSL: tls,
+PLAINTEXT: none), else the cluster's first (``Clusters.GetBootstrapBrokers``).
 
 Options given explicitly win: ``kafka.bootstrap.servers`` (e.g. a private endpoint's
 address) and any ``sluice.s3.*``. For the embedded S3 server, GetCluster hands out the
@@ -25,7 +31,17 @@ import grpc
 from proto.sluice.v1 import clusters_pb2
 from proto.sluice.v1 import errors_pb2 as epb
 from sluice_client.client import ApiError, Client, Env, cluster_state_name
-from spark.keys import BOOTSTRAP, CLUSTER, ENDPOINT, S3_PREFIX, TIMEOUT, TOKEN, OptionError
+from spark.keys import (
+    BOOTSTRAP,
+    CLUSTER,
+    ENDPOINT,
+    PRIVATE_ENDPOINT,
+    S3_PREFIX,
+    SECURITY_PROTOCOL,
+    TIMEOUT,
+    TOKEN,
+    OptionError,
+)
 
 DEFAULT_TIMEOUT_MS = 10_000
 
@@ -56,7 +72,7 @@ def with_cluster(options: Mapping[str, str]) -> dict[str, str]:
         if not cluster.bootstrap_brokers:
             state = cluster_state_name(cluster.state)
             raise OptionError(f"cluster {name!r} has no brokers yet (state {state})")
-        out[BOOTSTRAP] = cluster.bootstrap_brokers
+        out[BOOTSTRAP] = _bootstrap(endpoint, token, name, out, timeout)
     given_s3 = any(k.startswith(S3_PREFIX) for k in out)
     if cluster.HasField("object_store") and not given_s3:
         store = cluster.object_store
@@ -68,6 +84,39 @@ def with_cluster(options: Mapping[str, str]) -> dict[str, str]:
             out[S3_PREFIX + "access.key.id"] = store.access_key_id
             out[S3_PREFIX + "secret.access.key"] = store.secret_access_key
     return out
+
+
+LISTENER_OF = {
+    "PLAINTEXT": clusters_pb2.CLIENT_AUTH_NONE,
+    "SASL_SSL": clusters_pb2.CLIENT_AUTH_SCRAM,
+    "SASL_PLAINTEXT": clusters_pb2.CLIENT_AUTH_SCRAM,
+    "SSL": clusters_pb2.CLIENT_AUTH_TLS,
+}
+
+
+def _bootstrap(
+    endpoint: str, token: str, name: str, options: Mapping[str, str], timeout: float
+) -> str:
+    """The bootstrap string of the listener the read goes through (see the module doc)."""
+    protocol = (options.get(SECURITY_PROTOCOL) or "").upper()
+    if protocol and protocol not in LISTENER_OF:
+        raise OptionError(
+            f"{SECURITY_PROTOCOL}={protocol!r}: expected one of {', '.join(LISTENER_OF)}"
+        )
+    private = options.get(PRIVATE_ENDPOINT) or ""
+    request = clusters_pb2.GetBootstrapBrokersRequest(
+        name=name,
+        client_auth=LISTENER_OF[protocol]
+        if protocol and not private
+        else clusters_pb2.CLIENT_AUTH_UNSPECIFIED,
+        endpoint=private,
+    )
+    try:
+        with Client(endpoint, token) as client:
+            reply = client.call(client.clusters.GetBootstrapBrokers, request, timeout)
+    except ApiError as exc:
+        raise _explain(exc, name) from None
+    return str(reply.bootstrap_brokers)
 
 
 def _get_cluster(endpoint: str, token: str, name: str, timeout: float) -> clusters_pb2.Cluster:
@@ -92,6 +141,11 @@ def _explain(exc: ApiError, name: str) -> OptionError:
         return OptionError(
             f"{CLUSTER}: cannot reach the control plane at {endpoint} ({exc.message}); "
             f"is it running (`cloudctl status`)? {ENDPOINT} sets another address"
+        )
+    if exc.reason == epb.ENDPOINT_NOT_FOUND:
+        return OptionError(
+            f"{PRIVATE_ENDPOINT}: cluster {name!r} has no such private endpoint "
+            f"(`cloudctl list-private-endpoints --cluster {name}` lists them)"
         )
     if exc.reason == epb.TOKEN_INVALID:
         return OptionError(

@@ -15,6 +15,9 @@ CLUSTER = "sluice.cluster"
 ENDPOINT = "sluice.controlplane.endpoint"
 TOKEN = "sluice.controlplane.token"  # noqa: S105 - an option name
 TIMEOUT = "sluice.controlplane.timeout.ms"
+PRIVATE_ENDPOINT = "sluice.endpoint"
+"""A private endpoint of the cluster named by ``sluice.cluster``: read through its listener."""
+SECURITY_PROTOCOL = "kafka.security.protocol"
 
 
 class OptionError(ValueError):
