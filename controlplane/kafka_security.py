@@ -32,6 +32,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
 from controlplane.kafka import Admin, KafkaResponseError
+from dataplane.authorizer.acl import Operation, PatternType, Permission, ResourceType
 
 MIN_ITERATIONS = 4096
 """Kafka's least SCRAM iteration count (ScramMechanism.minIterations)."""
@@ -62,52 +63,6 @@ class ScramMechanism(enum.IntEnum):
     @property
     def digest(self) -> str:
         return "sha256" if self == ScramMechanism.SCRAM_SHA_256 else "sha512"
-
-
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    """Filters: any pattern type, the name exactly."""
-    MATCH = 2
-    """Filters: every pattern that applies to the name."""
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class Permission(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 def _operations(names: str) -> tuple[Operation, ...]:
