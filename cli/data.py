@@ -72,6 +72,35 @@ def read_client_config(path: str | None) -> dict[str, str]:
     return out
 
 
+def _on_error(error: KafkaError, cluster: str, topic: str, group: str | None) -> None:
+    """A consumer's error: CliError when it ends the consume, else a warning."""
+    if error.fatal():
+        raise CliError(f"consume from {topic!r} failed: {error}")
+    refused = _refusal(error.code(), cluster, topic, group)
+    if refused is not None:
+        raise refused
+    if error.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:  # without --group: our own
+        progress(f"cloudctl: warning: {error}")
+
+
+def _refusal(code: int, cluster: str, topic: str, group: str | None) -> CliError | None:
+    """The error that ends a consume the cluster's ACLs refuse (librdkafka would retry it
+    for ever, as a warning)."""
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return CliError(
+            f"not authorized to read topic {topic!r} (TOPIC_AUTHORIZATION_FAILED)",
+            f"grant it: `cloudctl create-acl --cluster {cluster} --principal User:NAME "
+            f"--operation read --topic {topic}`",
+        )
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED and group is not None:
+        return CliError(
+            f"not authorized to use group {group!r} (GROUP_AUTHORIZATION_FAILED)",
+            f"grant it: `cloudctl create-acl --cluster {cluster} --principal User:NAME "
+            f"--operation read --group {group}`",
+        )
+    return None
+
+
 def _connect(
     env: Env, cluster: str, topic: str, client: dict[str, str] | None = None
 ) -> tuple[str, int]:
@@ -247,9 +276,7 @@ def consume(
                     if exit_at_end and len(at_end) >= partitions:
                         break
                     continue
-                if error.fatal():
-                    raise CliError(f"consume from {topic!r} failed: {error}")
-                progress(f"cloudctl: warning: {error}")
+                _on_error(error, cluster, topic, group)
                 continue
             at_end.discard(int(msg.partition() or 0))
             if output != "table":

@@ -357,6 +357,15 @@ def test_cloudctl_produce_and_consume_with_a_client_config(secured: Cloud) -> No
     assert read.returncode == 0, read.stderr
     values = {json.loads(line)["value"] for line in read.stdout.splitlines()}
     assert {f"cfg-{i}" for i in range(5)} <= values
+    cli(secured, "create-topic", "--cluster", SECURED, "locked", "--partitions", "1")
+    cli(secured, "create-acl", "--cluster", SECURED, "--principal", f"User:{USER}",
+        "--operation", "write", "--topic", "locked")  # fmt: skip
+    refused = secured.run(
+        "consume", "--cluster", SECURED, "locked", "--client-config", str(path), "-e"
+    )
+    assert refused.returncode == 1, "WRITE but no READ: an error, not an endless retry"
+    assert "not authorized to read topic 'locked'" in refused.stderr
+    assert "cloudctl create-acl" in refused.stderr
     plain = secured.run("produce", "--cluster", SECURED, TOPIC, stdin="x\n")
     assert plain.returncode == 1
     assert "takes authenticated clients only" in plain.stderr
