@@ -26,15 +26,9 @@ from cli.client import Api, Env
 from cli.options import cluster_option, output_option
 from cli.output import CliError, emit, emit_item, progress
 from proto.sluice.v1 import clusters_pb2, topics_pb2
+from sluice_client.client import LISTENER_OF
 
 QUIET = 3  # librdkafka log level: errors only
-LISTENER_OF = {
-    "PLAINTEXT": clusters_pb2.CLIENT_AUTH_NONE,
-    "SASL_SSL": clusters_pb2.CLIENT_AUTH_SCRAM,
-    "SASL_PLAINTEXT": clusters_pb2.CLIENT_AUTH_SCRAM,
-    "SSL": clusters_pb2.CLIENT_AUTH_TLS,
-}
-"""The listener a client configuration's security.protocol goes to."""
 client_config_option = click.option(
     "--client-config",
     "client_config",

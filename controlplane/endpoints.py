@@ -355,10 +355,7 @@ class EndpointOps:
         self.settings = settings
 
     def cluster(self, name: str) -> ClusterRecord:
-        cluster = self.store.get_cluster(name)
-        if cluster is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
-        return cluster
+        return errors.existing_cluster(self.store, name)
 
     def list_endpoints(self, cluster: str) -> list[EndpointRecord]:
         self.cluster(cluster)

@@ -12,13 +12,20 @@ value or key; clients tell errors apart by the reason, never by the message.
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from controlplane.states import ClusterState
 from proto.sluice.v1 import errors_pb2 as epb
 from sluice_client.client import ERROR_DOMAIN
+
+if TYPE_CHECKING:
+    from controlplane.store import BrokerRecord, ClusterRecord, Store
 
 
 class ControlPlaneError(Exception):
@@ -214,3 +221,32 @@ def rich_status(exc: BaseException, message: str | None = None) -> grpc.Status:
     detail.Pack(info)
     status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
     return rpc_status.to_status(status)
+
+
+def existing_cluster(store: Store, name: str) -> ClusterRecord:
+    """The cluster ``name``; ClusterNotFound when there is none."""
+    cluster = store.get_cluster(name)
+    if cluster is None:
+        raise ClusterNotFound(f"cluster {name!r} not found", cluster=name)
+    return cluster
+
+
+def ready_brokers(store: Store, name: str, hint: str = "") -> list[BrokerRecord]:
+    """The brokers of ``name`` when it is neither CREATING nor DELETING (ClusterNotReady
+    then, with ``hint`` after the state)."""
+    cluster = existing_cluster(store, name)
+    if cluster.state in (ClusterState.CREATING, ClusterState.DELETING):
+        raise ClusterNotReady(f"cluster {name!r} is {cluster.state}{hint}", cluster=name)
+    return store.brokers(name)
+
+
+def broker_unavailable(
+    exc: BaseException, cluster: str, what: str, **about: str | int
+) -> BrokerUnavailable:
+    """A transport failure (timeout, refused or closed connection) talking to a cluster."""
+    why: object = "closed the connection" if isinstance(exc, asyncio.IncompleteReadError) else exc
+    return BrokerUnavailable(
+        f"cluster {cluster!r} did not answer {what}: {why or type(exc).__name__}",
+        cluster=cluster,
+        **about,
+    )

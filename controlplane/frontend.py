@@ -48,10 +48,7 @@ class ClusterFrontend:
         self.settings = settings
 
     def get(self, name: str) -> ClusterRecord:
-        cluster = self.store.get_cluster(name)
-        if cluster is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
-        return cluster
+        return errors.existing_cluster(self.store, name)
 
     def list_clusters(self) -> list[ClusterRecord]:
         return self.store.list_clusters()

@@ -45,7 +45,6 @@ from controlplane.kafka_groups import (
     list_broker_groups,
     list_partition_offsets,
 )
-from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, Store
 from controlplane.topics import map_kafka_error
 
@@ -116,12 +115,7 @@ class GroupOps:
         self.timeout = timeout
 
     def _brokers(self, name: str) -> list[BrokerRecord]:
-        cluster = self.store.get_cluster(name)
-        if cluster is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
-        if cluster.state in (ClusterState.CREATING, ClusterState.DELETING):
-            raise errors.ClusterNotReady(f"cluster {name!r} is {cluster.state}", cluster=name)
-        return self.store.brokers(name)
+        return errors.ready_brokers(self.store, name)
 
     async def _kafka(
         self, cluster: str, group: str, what: str, call: Callable[[], Awaitable[T]]
@@ -132,12 +126,7 @@ class GroupOps:
         except KafkaResponseError as exc:
             raise self._error(exc, cluster, group) from None
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-            why = "closed the connection" if isinstance(exc, asyncio.IncompleteReadError) else exc
-            raise errors.BrokerUnavailable(
-                f"cluster {cluster!r} did not answer {what}: {why or type(exc).__name__}",
-                cluster=cluster,
-                group=group,
-            ) from None
+            raise errors.broker_unavailable(exc, cluster, what, group=group) from None
 
     @staticmethod
     def _error(exc: KafkaResponseError, cluster: str, group: str) -> errors.ControlPlaneError:

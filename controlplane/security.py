@@ -51,7 +51,6 @@ from controlplane.kafka_security import (
     describe_credentials,
     upsert_credential,
 )
-from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, Store
 from controlplane.topics import map_kafka_error
 
@@ -75,16 +74,8 @@ class SecurityOps:
         self.timeout = timeout
 
     def _brokers(self, name: str) -> list[BrokerRecord]:
-        cluster = self.store.get_cluster(name)
-        if cluster is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
-        if cluster.state in (ClusterState.CREATING, ClusterState.DELETING):
-            raise errors.ClusterNotReady(
-                f"cluster {name!r} is {cluster.state}; its users and ACLs can be managed "
-                "once it is ACTIVE",
-                cluster=name,
-            )
-        return self.store.brokers(name)
+        hint = "; its users and ACLs can be managed once it is ACTIVE"
+        return errors.ready_brokers(self.store, name, hint)
 
     async def _call(
         self,
@@ -102,12 +93,7 @@ class SecurityOps:
         except KafkaResponseError as exc:
             raise self._error(exc, cluster, user) from None
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-            why = "closed the connection" if isinstance(exc, asyncio.IncompleteReadError) else exc
-            raise errors.BrokerUnavailable(
-                f"cluster {cluster!r} did not answer {what}: {why or type(exc).__name__}",
-                cluster=cluster,
-                user=user,
-            ) from None
+            raise errors.broker_unavailable(exc, cluster, what, user=user) from None
 
     @staticmethod
     def _error(exc: KafkaResponseError, cluster: str, user: str) -> errors.ControlPlaneError:

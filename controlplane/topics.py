@@ -204,9 +204,7 @@ class TopicOps:
         """``topic.default.replication.factor``: capped by the cluster's broker count."""
 
     def _cluster(self, name: str, *, change: bool) -> tuple[ClusterRecord, list[BrokerRecord]]:
-        cluster = self.store.get_cluster(name)
-        if cluster is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
+        cluster = errors.existing_cluster(self.store, name)
         if change and (
             cluster.state not in (ClusterState.ACTIVE, ClusterState.FAILED) or cluster.busy
         ):

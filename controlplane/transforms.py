@@ -47,7 +47,6 @@ from controlplane.kafka_groups import (
     list_partition_offsets,
 )
 from controlplane.kafka_transforms import transforms_call
-from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, Store
 from controlplane.topics import map_kafka_error
 
@@ -221,12 +220,7 @@ class TransformOps:
         self.timeout = timeout
 
     def brokers(self, cluster: str) -> list[BrokerRecord]:
-        record = self.store.get_cluster(cluster)
-        if record is None:
-            raise errors.ClusterNotFound(f"cluster {cluster!r} not found", cluster=cluster)
-        if record.state in (ClusterState.CREATING, ClusterState.DELETING):
-            raise errors.ClusterNotReady(f"cluster {cluster!r} is {record.state}", cluster=cluster)
-        return self.store.brokers(cluster)
+        return errors.ready_brokers(self.store, cluster)
 
     async def on_any(
         self,

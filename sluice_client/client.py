@@ -42,6 +42,14 @@ from proto.sluice.v1 import (
 )
 from proto.sluice.v1 import errors_pb2 as epb
 
+LISTENER_OF = {
+    "PLAINTEXT": clusters_pb2.CLIENT_AUTH_NONE,
+    "SASL_SSL": clusters_pb2.CLIENT_AUTH_SCRAM,
+    "SASL_PLAINTEXT": clusters_pb2.CLIENT_AUTH_SCRAM,
+    "SSL": clusters_pb2.CLIENT_AUTH_TLS,
+}
+"""The cluster listener (client-auth mode) a Kafka client's ``security.protocol`` goes to."""
+
 DEFAULT_HOME = "~/.sluice"
 ENDPOINT_FILE = "endpoint"
 TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret

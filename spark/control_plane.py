@@ -30,7 +30,7 @@ import grpc
 
 from proto.sluice.v1 import clusters_pb2
 from proto.sluice.v1 import errors_pb2 as epb
-from sluice_client.client import ApiError, Client, Env, cluster_state_name
+from sluice_client.client import LISTENER_OF, ApiError, Client, Env, cluster_state_name
 from spark.keys import (
     BOOTSTRAP,
     CLUSTER,
@@ -84,14 +84,6 @@ def with_cluster(options: Mapping[str, str]) -> dict[str, str]:
             out[S3_PREFIX + "access.key.id"] = store.access_key_id
             out[S3_PREFIX + "secret.access.key"] = store.secret_access_key
     return out
-
-
-LISTENER_OF = {
-    "PLAINTEXT": clusters_pb2.CLIENT_AUTH_NONE,
-    "SASL_SSL": clusters_pb2.CLIENT_AUTH_SCRAM,
-    "SASL_PLAINTEXT": clusters_pb2.CLIENT_AUTH_SCRAM,
-    "SSL": clusters_pb2.CLIENT_AUTH_TLS,
-}
 
 
 def _bootstrap(

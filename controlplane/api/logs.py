@@ -37,8 +37,7 @@ class LogsService(pb_grpc.LogsServicer):
 
     def _paths(self, request: pb.ReadLogsRequest) -> dict[int, str]:
         name = request.cluster
-        if self.store.get_cluster(name) is None:
-            raise errors.ClusterNotFound(f"cluster {name!r} not found", cluster=name)
+        errors.existing_cluster(self.store, name)
         paths = {b.broker_id: b.log_path for b in self.store.brokers(name)}
         if request.HasField("broker_id"):
             if request.broker_id not in paths:
