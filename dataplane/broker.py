@@ -27,6 +27,7 @@ from dataplane.groups.coordinator import GroupCoordinator
 from dataplane.log.housekeeping import housekeeping_loop
 from dataplane.log.manager import LogManager
 from dataplane.metadata import TopicInfo
+from dataplane.metering.service import UsageMetering
 from dataplane.remote.manager import RemoteLogManager
 from dataplane.replication.manager import ReplicaManager
 from dataplane.security.access import AccessControl
@@ -75,6 +76,15 @@ class Broker:
         self.transforms = TransformManager(
             config, self.metadata, self.cluster, self.replicas, self.producer_ids
         )
+        self.usage = UsageMetering(
+            config,
+            self.metadata,
+            self.cluster,
+            self.logs,
+            new_producer=self.transforms.new_producer,
+            data_dir=data_dir,
+        )
+        self.transforms.meter = self.usage.meter
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self.static_config_values = dict(config.values)
@@ -100,11 +110,13 @@ class Broker:
         if self.remote is not None:
             await self.remote.start()
         self.transforms.start()
+        self.usage.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(housekeeping_loop(self.logs, self.config)))
 
     async def stop(self) -> None:
         await self.transforms.stop()
+        await self.usage.stop()
         await self.cluster.shut_down_gracefully()
         for task in self._tasks:
             task.cancel()

@@ -21,7 +21,7 @@ from dataplane.broker import Broker
 from dataplane.handlers.api_versions import unsupported_version_response
 from dataplane.handlers.context import RequestContext
 from dataplane.handlers.registry import SERVED
-from dataplane.security.listeners import Listener
+from dataplane.security.listeners import Listener, endpoint_of
 from dataplane.security.session import Outcome, Security, Session, State
 from wire.framing import decode_request, encode_response, peek_header
 
@@ -342,7 +342,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _enqueue_ready(self, correlation_id: int, response: Any) -> None:
         if not self._queue and self.transport is not None:
-            self.transport.writelines(encode_response(correlation_id, response))
+            self._write(encode_response(correlation_id, response))
             return
         slot = _Slot()
         slot.chunks = encode_response(correlation_id, response)
@@ -363,14 +363,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot.done = True
         self._drain()
 
+    def _write(self, chunks: list[Any]) -> None:
+        assert self.transport is not None
+        self.transport.writelines(chunks)
+
     def _drain(self) -> None:
         queue = self._queue
         while queue and queue[0].done:
             slot = queue.popleft()
             if slot.chunks and self.transport is not None and not self._closed:
-                self.transport.writelines(slot.chunks)
+                self._write(slot.chunks)
         if self.transport is not None and not self._closed:
             self._update_reading()
+
+
+class EndpointConnection(KafkaConnection):
+    """A connection through a private endpoint's listener: its bytes, both ways, are
+    metered (``endpoint_bytes``, by endpoint)."""
+
+    endpoint = ""
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.broker.usage.meter.endpoint(self.endpoint, nbytes)
+        super().buffer_updated(nbytes)
+
+    def _write(self, chunks: list[Any]) -> None:
+        self.broker.usage.meter.endpoint(self.endpoint, sum(len(c) for c in chunks))
+        super()._write(chunks)
 
 
 class KafkaServer:
@@ -399,7 +418,14 @@ class KafkaServer:
         self.server = self.servers[0]
 
     def _connection(self, listener: Listener) -> KafkaConnection:
-        connection = KafkaConnection(self.broker, self.connections, self.memory)
+        endpoint = endpoint_of(listener.name)
+        if endpoint:
+            connection: KafkaConnection = EndpointConnection(
+                self.broker, self.connections, self.memory
+            )
+            connection.endpoint = endpoint  # type: ignore[attr-defined]
+        else:
+            connection = KafkaConnection(self.broker, self.connections, self.memory)
         connection.session = self.security.session(listener)
         return connection
 

@@ -21,6 +21,7 @@ from dataplane.config.defs import (
 )
 from dataplane.config.security_table import SECURITY_CONFIGS
 from dataplane.config.transform_table import TRANSFORM_CONFIGS
+from dataplane.config.usage_table import USAGE_CONFIGS
 from tiered.config import ObjectStoreSettings
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
@@ -515,5 +516,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ],
         *TRANSFORM_CONFIGS,
         *SECURITY_CONFIGS,
+        *USAGE_CONFIGS,
     ]
 }

@@ -117,6 +117,7 @@ async def _read_remote(
             continue
         budget = max(budget - len(got), 0)
         out[i] = (ErrorCode.none, got)
+        ctx.broker.usage.meter.tiered_retrieval(w.plog.topic, len(got))
     return _response(ctx, request, wanted, out)
 
 
@@ -219,8 +220,14 @@ def _response(
     results: list[tuple[ErrorCode, bytes | memoryview]],
 ) -> Any:
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
+    meter = ctx.broker.usage.meter
     for w, (code, data) in zip(wanted, results, strict=True):
         plog = w.plog
+        if data and plog is not None:
+            if w.replica:
+                meter.replication(plog.topic, len(data))
+            else:
+                meter.bytes_out(plog.topic, ctx.caller, len(data))
         hw = plog.high_watermark if plog is not None else -1
         start = -1
         if plog is not None:

@@ -99,8 +99,10 @@ def _append(ctx: RequestContext, request: Any) -> Any:  # noqa: PLR0912 - the pr
                 if data is None:
                     raise CorruptRecord("produce request has null records")
                 result = plog.append(data, validate_batches(data))
-                if fsync and not result.duplicate:
-                    pending.append(broker.logs.sync(plog))
+                if not result.duplicate:
+                    broker.usage.meter.bytes_in(plog.topic, ctx.caller, len(data))
+                    if fsync:
+                        pending.append(broker.logs.sync(plog))
                 part.maybe_advance_high_watermark()
                 if acks == -1 and plog.high_watermark <= result.last_offset:
                     waiting = part.wait_replicated(result.last_offset + 1, timeout, min_isr)

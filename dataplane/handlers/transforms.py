@@ -87,7 +87,7 @@ async def _deploy(ctx: RequestContext, doc: dict[str, Any], module: bytes) -> An
         )
         await _topics_replayed(ctx, (spec.input_topic, *spec.output_topics))
         _check_topics(ctx.broker.metadata.topics, spec.input_topic, spec.output_topics)
-        digest = await manager.modules.store(module, manager._producer())
+        digest = await manager.modules.store(module, manager.new_producer())
         definition = r.Transform(
             name=spec.name,
             input_topic=spec.input_topic,

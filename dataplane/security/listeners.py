@@ -36,6 +36,19 @@ class Listener:
         return self.protocol in ("SSL", "SASL_SSL")
 
 
+ENDPOINT_LISTENER_PREFIX = "ENDPOINT_"
+"""A private endpoint's listener is ``ENDPOINT_`` + its name in upper case, hyphens as
+underscores (the control plane names them so)."""
+
+
+def endpoint_of(listener_name: str) -> str:
+    """The private endpoint a listener serves (its name as the control plane spells it:
+    lower case, hyphens), or "" for any other listener."""
+    if not listener_name.startswith(ENDPOINT_LISTENER_PREFIX):
+        return ""
+    return listener_name.removeprefix(ENDPOINT_LISTENER_PREFIX).lower().replace("_", "-")
+
+
 def protocol_map(raw: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in (x.strip() for x in raw.split(",")):

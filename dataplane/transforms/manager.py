@@ -28,6 +28,7 @@ from dataplane.cluster.producer_ids import ProducerIdManager
 from dataplane.cluster.topics import NewTopic
 from dataplane.config import BrokerConfig
 from dataplane.config.transform_table import ENGINE_KEYS
+from dataplane.metering.meter import Meter
 from dataplane.replication.manager import ReplicaManager
 from dataplane.transforms.modules import ModuleStore
 from dataplane.transforms.producer import OutputProducer
@@ -75,6 +76,8 @@ class TransformManager:
         self.runners: dict[tuple[str, int], tuple[tuple[int, int], Runner]] = {}
         """(transform, partition) -> ((deployed, resumed) it runs, runner)."""
         self._logs_producer: OutputProducer | None = None
+        self.meter: Meter | None = None
+        """Usage metering of guest calls (set by the broker)."""
         self.active = False
         self._reconciling = False
 
@@ -137,15 +140,20 @@ class TransformManager:
         return RunnerContext(
             image=self.image,
             new_instance=self._instance,
-            new_producer=self._producer,
+            new_producer=self.new_producer,
             committed=self._committed,
             commit=self._commit,
             write_logs=self.write_logs,
             read_max_bytes=self.config.get_int("transforms.read.max.bytes"),
             start_from_latest=self.config.get_str("transforms.start.offset") == "latest",
+            metered=self._metered,
         )
 
-    def _producer(self) -> OutputProducer:
+    def _metered(self, transform: str, records: int, guest_ns: int) -> None:
+        if self.meter is not None:
+            self.meter.transform(transform, records, guest_ns)
+
+    def new_producer(self) -> OutputProducer:
         return OutputProducer(
             self.image,
             self.channels,
@@ -213,7 +221,7 @@ class TransformManager:
                 NewTopic(LOGS_TOPIC, 1, factor, {"retention.ms": retention})
             )
         if self._logs_producer is None:
-            self._logs_producer = self._producer()
+            self._logs_producer = self.new_producer()
         now = int(time.time() * 1000)
         records = [
             Record(

@@ -90,6 +90,8 @@ class RunnerContext:
     write_logs: Callable[[r.Transform, int, Sequence[tuple[str, str]]], Awaitable[None]]
     read_max_bytes: int
     start_from_latest: bool
+    metered: Callable[[str, int, int], None] = lambda _name, _records, _ns: None
+    """Usage metering: (transform, input records, guest nanoseconds) of each guest call."""
 
 
 class Runner:
@@ -211,7 +213,9 @@ class Runner:
         input_batch = chunk.batch
         if input_batch is None or self._instance is None:
             return chunk.next_position
+        began = time.perf_counter_ns()
         result = await self._instance.aprocess(input_batch)
+        self.ctx.metered(self.transform.name, chunk.records, time.perf_counter_ns() - began)
         if result.memory_nearly_full:
             # between batches a guest keeps nothing that matters (Redpanda restarts its VMs
             # too): a fresh instance for the next batch, with an empty heap
