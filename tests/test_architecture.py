@@ -30,6 +30,7 @@ PRODUCT = [
     "terraform",
     "proto",
     "sluice_client",
+    "billing",
 ]
 MAX_LINES = 800
 CLIENT_MAY_IMPORT = {
@@ -37,6 +38,7 @@ CLIENT_MAY_IMPORT = {
     "spark": ("spark", "wire", "proto", "sluice_client", "tiered", "pyspark_sluice"),
     "pyspark_sluice": ("spark", "pyspark_sluice"),
     "terraform": ("terraform", "wire", "proto", "sluice_client"),
+    "billing": ("billing", "wire", "spark", "tiered", "pyspark_sluice", "sluice_client"),
 }
 
 
