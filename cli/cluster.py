@@ -181,6 +181,14 @@ def finish(api: Api, cluster: pb.Cluster, wait: bool, timeout: float, output: st
 @click.option(
     "--brokers", "broker_count", type=int, help="Number of brokers (default 3).", default=None
 )
+@click.option(
+    "--broker-type",
+    default="",
+    metavar="TYPE",
+    help="Instance type of the brokers, MSK's names, e.g. kafka.t3.small, kafka.m7g.large, "
+    "express.m7g.large, serverless (default kafka.m5.large; an unknown name gets the list). "
+    "What the cluster's broker-hours are metered and billed as; the brokers are the same.",
+)
 @client_auth_option(required=False)
 @config_option("Broker")
 @wait_option
@@ -192,6 +200,7 @@ def create_cluster(
     *,
     name: str,
     broker_count: int | None,
+    broker_type: str,
     client_auth: tuple[str, ...],
     settings: tuple[str, ...],
     wait: bool,
@@ -206,7 +215,10 @@ def create_cluster(
     config = _settings(settings)
     api = Api(env)
     request = pb.CreateClusterRequest(
-        name=name, config=config, client_auth=[CLIENT_AUTH[m] for m in client_auth]
+        name=name,
+        config=config,
+        client_auth=[CLIENT_AUTH[m] for m in client_auth],
+        broker_type=broker_type,
     )
     if broker_count is not None:
         request.broker_count = broker_count

@@ -1,7 +1,7 @@
 """``cloudctl``: the command line of the Sluice control plane.
 
 One module per noun (daemon.py, context.py, cluster.py, operation.py, logs.py, topic.py,
-group.py, data.py, transform.py, security.py, endpoint.py); options.py holds the options
+group.py, data.py, transform.py, security.py, endpoint.py, billing.py); options.py holds the options
 every noun shares (the grammar of cli/README.md), output.py and formats.py the output;
 client.py finds and talks to the control plane. Exit codes: 0 success, 1 error (one line on
 stderr, ``cloudctl: error: WHAT (what to do)``), 2 usage error, 130 interrupted.
@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from cli import (
+    billing,
     cluster,
     context,
     daemon,
@@ -47,6 +48,7 @@ SECTIONS = [
     ("Transforms (--cluster C)", transform.COMMANDS),
     ("Users and ACLs (--cluster C)", security.COMMANDS),
     ("Private endpoints (--cluster C)", endpoint.COMMANDS),
+    ("Usage and billing (every cluster; --cluster C for one)", billing.COMMANDS),
 ]
 
 

@@ -4,13 +4,17 @@ stdout carries results only (a table, or JSON / YAML with ``-o json`` / ``-o yam
 and notes go to stderr. JSON output is stable: every key is always present, keys are sorted,
 states are the MSK names ("ACTIVE"), times are RFC 3339 UTC, numbers are numbers. YAML
 carries exactly the same data (``yaml.safe_load`` of it equals ``json.loads`` of the JSON).
+``usage`` and ``invoice`` also print CSV (``-o csv``: a header of the JSON rows' field names,
+then one line per row).
 Commands that print a stream (consume, logs) print one JSON object per line, or one YAML
 document per item.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,14 +49,32 @@ def yaml_text(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=True, default_flow_style=False, allow_unicode=True)
 
 
-def emit(output: str, value: Any, text: Callable[[], str] | str) -> None:
-    """Print a result: ``value`` (JSON-able) as JSON or YAML, else ``text`` (a table)."""
+def emit(
+    output: str,
+    value: Any,
+    text: Callable[[], str] | str,
+    csv_rows: Callable[[], tuple[Sequence[str], Iterable[Sequence[object]]]] | None = None,
+) -> None:
+    """Print a result: ``value`` (JSON-able) as JSON or YAML, ``csv_rows`` (header and rows)
+    as CSV for the commands that offer ``-o csv``, else ``text`` (a table)."""
     if output == "json":
         emit_json(value)
     elif output == "yaml":
         click.echo(yaml_text(value), nl=False)
+    elif output == "csv" and csv_rows is not None:
+        click.echo(csv_text(*csv_rows()), nl=False)
     else:
         click.echo(text() if callable(text) else text)
+
+
+def csv_text(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """CSV (quoted where needed, lines end with \\n): a header line (the JSON field names),
+    then one line per row."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows(rows)
+    return out.getvalue()
 
 
 def emit_item(output: str, value: Any, text: str) -> None:
@@ -137,6 +159,7 @@ def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
         "state_message": cluster.state_message,
         "operation": cluster.operation,
         "broker_count": cluster.broker_count,
+        "broker_type": cluster.broker_type,
         "bootstrap_brokers": cluster.bootstrap_brokers,
         "client_auth": [client_auth_name(m) for m in cluster.client_auth],
         "brokers": [
@@ -193,6 +216,7 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
             ("cluster id", cluster.cluster_id),
             ("state", state),
             ("brokers", f"{running(cluster)}/{cluster.broker_count} running"),
+            ("broker type", cluster.broker_type or "-"),
             ("bootstrap", cluster.bootstrap_brokers),
             ("client auth", client_auth_text(cluster)),
             ("config", config_text(cluster.config)),
@@ -225,12 +249,13 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
 
 def clusters_table(clusters: Sequence[clusters_pb2.Cluster]) -> str:
     return table(
-        ["NAME", "STATE", "BROKERS", "BOOTSTRAP", "CREATED"],
+        ["NAME", "STATE", "BROKERS", "BROKER TYPE", "BOOTSTRAP", "CREATED"],
         [
             (
                 c.name,
                 cluster_state(c),
                 f"{running(c)}/{c.broker_count}",
+                c.broker_type or "-",
                 c.bootstrap_brokers,
                 rfc3339(c.created_at),
             )

@@ -35,6 +35,8 @@ MANAGED_BROKER_KEYS = frozenset(
     }
 )
 """Broker settings the control plane sets itself for every broker."""
+ZERO_ALLOWED = frozenset({"billing.schedule.interval.ms", "billing.schedule.offset.ms"})
+"""Integer settings where 0 means something (no schedule; on the hour)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,30 @@ class Settings:
     """Most lines of history one ReadLogs call sends (the newest; the others are counted)."""
     logs_follow_interval_ms: int = 200
     """How often a followed log (ReadLogs with follow) is checked for new lines."""
+    metering_interval_ms: int = 10_000
+    """How often the control plane meters every cluster's provisioned capacity: each pass
+    sends the minute buckets completed since the last one it sent (``metering.py``)."""
+    metering_catchup_max_ms: int = 31 * 24 * 3_600_000
+    """Most history one pass meters for a cluster after the control plane was down (31
+    days): older buckets are skipped, with a warning that names them."""
+    metering_batch_events: int = 500
+    """Most usage events (minute buckets) one Produce request to a usage topic carries."""
+    billing_schedule_interval_ms: int = 3_600_000
+    """How often the billing pipeline runs (``billing.py``); 0: only on demand."""
+    billing_schedule_offset_ms: int = 300_000
+    """How long after each multiple of the interval a scheduled run starts (hourly runs at
+    :05, once the last hour's usage has been written)."""
+    billing_run_timeout_ms: int = 10_800_000
+    """How long a billing run may take before its job is stopped and the run FAILED."""
+    billing_output: str = ""
+    """Where the pipeline writes its tables and invoices: a directory, or an s3://BUCKET/PREFIX
+    URI of the object store; empty: ``$SLUICE_HOME/billing``."""
+    billing_rate_card: str = ""
+    """The rate card (TOML) invoices are priced with; empty: billing's packaged MSK card."""
+    spark_master: str = "local[*]"
+    """The Spark master the billing pipeline runs on (any master: the job is unchanged)."""
+    billing_usage_recent_max_records: int = 1_000_000
+    """Most usage records GetUsage reads per cluster after the pipeline's offsets."""
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -121,8 +147,11 @@ class Settings:
                     raise InvalidConfig(
                         f"invalid value {text!r} for {key}: expected an integer", key=key
                     ) from None
-                if number < 1:
-                    raise InvalidConfig(f"invalid value {text!r} for {key}: must be >= 1", key=key)
+                least = 0 if key in ZERO_ALLOWED else 1
+                if number < least:
+                    raise InvalidConfig(
+                        f"invalid value {text!r} for {key}: must be >= {least}", key=key
+                    )
                 values[spec.name] = number
             else:
                 values[spec.name] = text

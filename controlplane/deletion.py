@@ -1,12 +1,14 @@
 """Deletion, one job of a cluster's reconciler: stop every broker (showing each stop in the
 state message), remove the data and log directories, delete the bucket, forget the cluster
-(its DELETE operation completes with it)."""
+(its DELETE operation completes with it). Its billing ends as the brokers start to stop: the
+end is recorded (``usage_history``) and the usage up to it metered first (``metering.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 
+from controlplane import usage_history
 from controlplane.buckets import Buckets
 from controlplane.process import BrokerProcess
 from controlplane.reconcile_base import log
@@ -19,6 +21,9 @@ class Deletion(Supervision, Buckets):
     async def delete(self, cluster: ClusterRecord) -> None:
         records = self.store.brokers(self.name)
         self._sync_runtimes(records)
+        usage_history.end_cluster(self.store.db, self.name)
+        if self.manager.final_meter is not None:
+            await self.manager.final_meter(cluster)
         cluster = await self._stop_each(cluster)
         for record in records:
             # a broker started by a step that was interrupted, not yet recorded

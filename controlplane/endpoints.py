@@ -23,6 +23,9 @@ via :func:`listeners_for`), and once every broker runs a config version at least
 endpoint's, :func:`settle` makes a CREATING endpoint ACTIVE and forgets a DELETING one (its
 ports go with it). New brokers (scale-out) get a port of every endpoint before they start
 (:func:`ensure_ports`); a broker removed by a scale-in takes its ports with it.
+
+Metering (``usage_history.py``): an endpoint is billed (``endpoint_ms``) from the
+transaction that records its creation until the one that forgets it (or its cluster's end).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from controlplane import errors
+from controlplane import errors, usage_history
 from controlplane.cluster_security import LISTENERS, EndpointListener
 from controlplane.config import Settings
 from controlplane.process import free_port, port_free
@@ -250,6 +253,7 @@ def settle(store: Store, cluster: str) -> None:
                 db.execute(
                     "DELETE FROM endpoints WHERE cluster = ? AND name = ?", (cluster, endpoint.name)
                 )
+                usage_history.record_endpoint(db, cluster, endpoint.name, active=False)
             else:
                 db.execute(
                     "UPDATE endpoints SET state = ? WHERE cluster = ? AND name = ?",
@@ -466,11 +470,16 @@ class EndpointOps:
         )
         detail = f"create private endpoint {name} ({mode.option} at {address}"
         detail += f", allow {', '.join(principals)})" if principals else ")"
+
+        def add(db: sqlite3.Connection) -> None:
+            _insert(db, record)
+            usage_history.record_endpoint(db, cluster_name, name, active=True)  # billed from now
+
         self.store.start_operation(
             cluster_name,
             OperationType.UPDATE_CONNECTIVITY,
             detail,
-            also=lambda db: _insert(db, record),
+            also=add,
             config_version=version,
             state=ClusterState.UPDATING,
             state_message="rolling restart: starting",

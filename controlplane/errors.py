@@ -139,6 +139,18 @@ class EndpointAlreadyExists(Conflict):
     reason = epb.ENDPOINT_ALREADY_EXISTS
 
 
+class BillingRunNotFound(NotFound):
+    """No billing run of that id (metadata ``billing_run``)."""
+
+    reason = epb.BILLING_RUN_NOT_FOUND
+
+
+class InvoiceNotFound(NotFound):
+    """The billing pipeline has no invoice of that month (metadata ``month``)."""
+
+    reason = epb.INVOICE_NOT_FOUND
+
+
 class PreconditionFailed(ControlPlaneError):
     """Valid request, wrong moment: another operation runs, or the change needs a later issue."""
 

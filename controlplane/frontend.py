@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from billing import catalog
 from controlplane import cluster_security, errors, store
 from controlplane.config import (
     Settings,
@@ -92,10 +93,12 @@ class ClusterFrontend:
         broker_count: int | None,
         config: Mapping[str, str],
         client_auth: Sequence[ClientAuth] = (),
+        broker_type: str = "",
     ) -> ClusterRecord:
         validate_cluster_name(name)
         count = self.settings.cluster_default_brokers if broker_count is None else broker_count
         validate_broker_count(count, self.settings, name)
+        kind = validate_broker_type(broker_type, name)
         checked = validate_broker_config(config, name)
         modes = cluster_security.parse_modes(client_auth, name, default=True)
         existing = self.store.get_cluster(name)
@@ -111,6 +114,7 @@ class ClusterFrontend:
             cluster_id=cluster_id,
             type=OperationType.CREATE,
             detail=f"{count} broker(s)"
+            + (f", broker type {kind}" if kind != catalog.DEFAULT_BROKER_TYPE else "")
             + (f", client auth {modes_text(modes)}" if modes != (ClientAuth.NONE,) else "")
             + (f", {settings_text(checked)}" if checked else ""),
         )
@@ -128,6 +132,7 @@ class ClusterFrontend:
             s3_bucket=bucket_name(name, cluster_id) if objects is not None else "",
             voters=choose_voters(range(count)),
             client_auth=modes,
+            broker_type=kind,
         )
         if cluster_security.needs_internal_user(modes):
             credentials = cluster_security.create_internal_user(self.manager.cluster_dir(cluster))
@@ -343,6 +348,16 @@ class ClusterFrontend:
         )
         self.manager.notify(name)
         return cluster
+
+
+def validate_broker_type(name: str, cluster: str) -> str:
+    """The broker type of a new cluster (MSK's names, ``billing.catalog``; empty: the
+    default); INVALID_ARGUMENT naming the known ones."""
+    kind = name.strip() or catalog.DEFAULT_BROKER_TYPE
+    try:
+        return catalog.broker_type(kind).name
+    except catalog.UnknownBrokerType as exc:
+        raise errors.BadRequest(str(exc), cluster=cluster, broker_type=kind) from None
 
 
 def settings_text(config: Mapping[str, str]) -> str:

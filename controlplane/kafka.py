@@ -1,5 +1,6 @@
-"""A small asyncio Kafka client: readiness probes, the admin requests of the Topics API and
-the partition reassignments of a scale-in.
+"""A small asyncio Kafka client: readiness probes, the admin requests of the Topics API,
+the partition reassignments of a scale-in and the produce of the control plane's usage
+events.
 
 The control plane talks to each broker directly (it never follows advertised addresses): it
 probes one given broker, and sends an admin request to any one broker of the cluster (every
@@ -36,9 +37,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs
 from kio.schema.list_partition_reassignments.v0 import request as list_reassignments
 from kio.schema.metadata.v12 import request as metadata
+from kio.schema.produce.v9 import request as produce
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.unregister_broker.v0 import request as unregister_broker
-from kio.static.primitive import i8, i16, i32, i32Timedelta
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta
 
 from wire.client import Channel, ConnectFailed
 from wire.internal import DescribeRemoteLogRequest
@@ -396,6 +398,31 @@ class Admin:
             )
         doc: dict[str, Any] = json.loads(response.payload)
         return doc
+
+    async def produce(self, topic: str, partition: int, batch: bytes) -> int:
+        """Append one record batch (``wire.record_batch.encode_batch``) to ``topic``-
+        ``partition``, led by this broker, with acks=all: its base offset, once every
+        in-sync replica has it (the control plane's usage events, ``metering.py``)."""
+        request = produce.ProduceRequest(
+            transactional_id=None,
+            acks=i16(-1),
+            timeout=_timeout_ms(self.timeout),
+            topic_data=(
+                produce.TopicProduceData(
+                    name=TopicName(topic),
+                    partition_data=(
+                        produce.PartitionProduceData(index=i32(partition), records=Records(batch)),
+                    ),
+                ),
+            ),
+        )
+        response = await self.call(request)
+        part = response.responses[0].partition_responses[0]
+        if part.error_code != ErrorCode.none:
+            raise KafkaResponseError(
+                part.error_code, part.error_message, f"produce to {topic}-{partition}"
+            )
+        return int(part.base_offset)
 
     async def unregister_broker(self, broker_id: int) -> None:
         response = await self.call(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -61,6 +62,8 @@ class Manager(Protocol):
     home: Path
     object_store: ObjectStoreManager | None
     orphans: dict[str, list[int]]
+    final_meter: Callable[[ClusterRecord], Awaitable[None]] | None
+    """Meters a deleted cluster up to its end before its brokers stop (``metering.py``)."""
 
     def cluster_dir(self, cluster: ClusterRecord) -> Path: ...
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from controlplane import endpoints
@@ -206,6 +207,8 @@ class ClusterManager:
         """Broker processes found at start-up, by data directory, not yet adopted."""
         self.halted = False
         """Shutting down: no reconciler runs or starts, so no process starts."""
+        self.final_meter: Callable[[ClusterRecord], Awaitable[None]] | None = None
+        """Meters a deleted cluster up to its end before its brokers stop (``metering.py``)."""
 
     @property
     def clusters_dir(self) -> Path:

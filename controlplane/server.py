@@ -1,9 +1,9 @@
 """The control-plane process: gRPC server (+ health, reflection, auth) over the backend.
 
 Start: the state store, the object store (the embedded S3 server adopted or started in the
-background, or an external endpoint), the gRPC server, then the clusters' reconcilers. Stop
-(SIGTERM, or ControlPlane.Shutdown from ``cloudctl down``): brokers, then the embedded S3
-server, then the server.
+background, or an external endpoint), the gRPC server, then the clusters' reconcilers and the
+meter (``metering.py``). Stop (SIGTERM, or ControlPlane.Shutdown from ``cloudctl down``): the
+meter, brokers, then the embedded S3 server, then the server.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from controlplane.api.billing import BillingService
 from controlplane.api.clusters import ClustersService
 from controlplane.api.endpoints import EndpointsService
 from controlplane.api.groups import GroupsService
@@ -31,10 +32,14 @@ from controlplane.api.status import StatusService
 from controlplane.api.topics import TopicsService
 from controlplane.api.transforms import TransformsService
 from controlplane.auth import BearerTokenInterceptor, Tokens, ensure_token
+from controlplane.billing import BillingRunner
+from controlplane.billing_archive import UsageArchiver
+from controlplane.billing_usage import BillingReports
 from controlplane.config import Settings
 from controlplane.endpoints import EndpointOps
 from controlplane.frontend import ClusterFrontend
 from controlplane.groups import GroupOps
+from controlplane.metering import Meter
 from controlplane.objectstore import ObjectStoreManager
 from controlplane.reconciler import ClusterManager
 from controlplane.security import SecurityOps
@@ -42,6 +47,8 @@ from controlplane.store import Store
 from controlplane.topics import TopicOps
 from controlplane.transforms import TransformOps
 from proto.sluice.v1 import (
+    billing_pb2,
+    billing_pb2_grpc,
     clusters_pb2,
     clusters_pb2_grpc,
     controlplane_pb2,
@@ -80,6 +87,7 @@ SERVICE_NAMES = (
     security_pb2.DESCRIPTOR.services_by_name["Users"].full_name,
     security_pb2.DESCRIPTOR.services_by_name["Acls"].full_name,
     endpoints_pb2.DESCRIPTOR.services_by_name["Endpoints"].full_name,
+    billing_pb2.DESCRIPTOR.services_by_name["Billing"].full_name,
 )
 
 
@@ -110,6 +118,8 @@ class ControlPlane:
         self.store: Store | None = None
         self.manager: ClusterManager | None = None
         self.object_store: ObjectStoreManager | None = None
+        self.billing: BillingRunner | None = None
+        self.meter: Meter | None = None
         self._stop_requested = asyncio.Event()
 
     def _lock(self) -> None:
@@ -136,6 +146,8 @@ class ControlPlane:
             self.home, self.store, self.settings, self.s3_endpoint
         )
         self.manager = ClusterManager(self.store, self.settings, self.home, self.object_store)
+        self.meter = Meter(self.store, self.settings)
+        self.manager.final_meter = self.meter.until_deleted
         frontend = ClusterFrontend(self.store, self.manager, self.settings)
         timeout = self.settings.kafka_request_timeout_ms / 1000
         topic_ops = TopicOps(
@@ -176,6 +188,12 @@ class ControlPlane:
         endpoints_pb2_grpc.add_EndpointsServicer_to_server(
             EndpointsService(EndpointOps(self.store, self.manager, self.settings)), server
         )
+        self.billing = BillingRunner(self.store, self.settings, self.home, self.object_store)
+        reports = BillingReports(self.store, self.settings, self.billing)
+        self.manager.final_meter = UsageArchiver(reports, self.home, self.meter).final_usage
+        billing_pb2_grpc.add_BillingServicer_to_server(
+            BillingService(self.billing, reports), server
+        )
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
             StatusService(self.manager, self.endpoint, time.time(), self.request_stop, tokens),
             server,
@@ -189,6 +207,8 @@ class ControlPlane:
         await server.start()
         self.server = server
         await self.manager.start()
+        self.billing.start()  # fails the runs a killed control plane left, then the schedule
+        self.meter.start()  # its first pass catches up on what was not metered while down
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         write_atomic(self.home / ENDPOINT_FILE, self.endpoint + "\n")
@@ -200,6 +220,10 @@ class ControlPlane:
         log.info("stopping: brokers first")
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.meter is not None:
+            await self.meter.stop()
+        if self.billing is not None:
+            await self.billing.stop()  # its job reads the brokers: first
         if self.manager is not None:
             await self.manager.shutdown()
         if self.object_store is not None:

@@ -7,8 +7,9 @@ Raft voters, how its clients authenticate (``client_auth``) and where its intern
 credentials are (a 0600 file in the cluster's directory: never the password itself), each
 broker's ports (Kafka, Raft, and one per client listener), data directory and last known pid
 (for re-adoption), its private endpoints (``endpoints`` and the port of each on every broker,
-``endpoint_ports``: ``endpoints.py``), and the history of every operation (``operations``:
-kept after a cluster is deleted).
+``endpoint_ports``: ``endpoints.py``), the history of every operation (``operations``:
+kept after a cluster is deleted) and of every cluster's provisioned capacity, which the
+control plane meters (``usage_history.py``: recorded here, in the writes that change it).
 
 One connection, used from the event loop's thread only; every write is its own transaction.
 """
@@ -25,10 +26,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from controlplane import usage_history
 from controlplane.states import ClientAuth, ClusterState, OperationState, OperationType
 from wire.sasl import SaslCredentials, load_credentials
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
@@ -113,7 +115,8 @@ CREATE TABLE IF NOT EXISTS settings (
 # authentication): clusters.client_auth ('NONE': every cluster recorded before),
 # clusters.internal_credentials and inter_broker_version, brokers.plaintext_port, scram_port
 # and tls_port (0: no such listener yet). Version 6 (private endpoints): the endpoints and
-# endpoint_ports tables (``endpoints.py`` reads and writes them), created on open.
+# endpoint_ports tables (``endpoints.py`` reads and writes them), created on open. Version 7
+# (metering): clusters.broker_type, and usage_history's tables, created on open.
 ADDED_COLUMNS = (
     ("clusters", "s3_endpoint", "TEXT NOT NULL DEFAULT ''"),
     ("clusters", "s3_bucket", "TEXT NOT NULL DEFAULT ''"),
@@ -127,6 +130,7 @@ ADDED_COLUMNS = (
     ("brokers", "plaintext_port", "INTEGER NOT NULL DEFAULT 0"),
     ("brokers", "scram_port", "INTEGER NOT NULL DEFAULT 0"),
     ("brokers", "tls_port", "INTEGER NOT NULL DEFAULT 0"),
+    ("clusters", "broker_type", "TEXT NOT NULL DEFAULT 'kafka.m5.large'"),
 )
 
 BROKER_ROWS = (
@@ -197,6 +201,8 @@ class ClusterRecord:
     """The config version from which brokers authenticate to each other (the internal user);
     a broker started before it cannot talk to one started after it (the Raft quorum admits
     only peers that prove the password), so such brokers restart together."""
+    broker_type: str = "kafka.m5.large"
+    """Instance type of its brokers (MSK's names, ``billing.catalog``): what broker_ms bills."""
 
     @property
     def secured(self) -> bool:
@@ -301,6 +307,7 @@ class Store:
             present = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
             if column not in present:
                 self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+        usage_history.create_tables(self.db)
         self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -333,8 +340,8 @@ class Store:
                 "INSERT INTO clusters (name, cluster_id, state, state_message, operation,"
                 " broker_count, config, config_version, created_at, updated_at, s3_endpoint,"
                 " s3_bucket, voters, operation_id, client_auth, internal_credentials,"
-                " inter_broker_version)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " inter_broker_version, broker_type)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cluster.name,
                     cluster.cluster_id,
@@ -353,9 +360,11 @@ class Store:
                     _modes(cluster.client_auth),
                     cluster.internal_credentials,
                     cluster.inter_broker_version,
+                    cluster.broker_type,
                 ),
             )
             self._insert_brokers(db, brokers)
+            usage_history.record_cluster(db, cluster.name)
 
     def get_cluster(self, name: str) -> ClusterRecord | None:
         row = self.db.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
@@ -394,6 +403,7 @@ class Store:
                 name,
             ),
         )
+        usage_history.record_cluster(self.db, name)  # brokers added or removed, a new state
         return updated
 
     def delete_cluster(self, name: str) -> None:
@@ -412,6 +422,7 @@ class Store:
                         OperationState.IN_PROGRESS.value,
                     ),
                 )
+            usage_history.end_cluster(db, name)  # Deletion recorded it already: kept
             db.execute("DELETE FROM brokers WHERE cluster = ?", (name,))
             db.execute("DELETE FROM clusters WHERE name = ?", (name,))
 
@@ -520,7 +531,7 @@ class Store:
         """Add brokers and change the cluster's columns, in one transaction."""
         with self.transaction() as db:
             self._insert_brokers(db, brokers)
-        self.update_cluster(cluster, **changes)
+            self.update_cluster(cluster, **changes)
 
     def remove_brokers(self, cluster: str, broker_ids: Sequence[int], **changes: Any) -> None:
         """Delete brokers' rows (scale-in) and change the cluster's columns, in one transaction."""
@@ -529,7 +540,7 @@ class Store:
                 "DELETE FROM brokers WHERE cluster = ? AND broker_id = ?",
                 [(cluster, broker_id) for broker_id in broker_ids],
             )
-        self.update_cluster(cluster, **changes)
+            self.update_cluster(cluster, **changes)
 
     def update_broker(self, cluster: str, broker_id: int, **changes: Any) -> None:
         allowed = {
@@ -620,6 +631,7 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
         or (ClientAuth.NONE,),
         internal_credentials=row["internal_credentials"],
         inter_broker_version=row["inter_broker_version"],
+        broker_type=row["broker_type"],
     )
 
 

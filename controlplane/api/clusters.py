@@ -49,6 +49,7 @@ class ClustersService(pb_grpc.ClustersServicer):
             broker_count=cluster.broker_count,
             bootstrap_brokers=cluster_security.bootstrap(cluster, brokers, cluster.client_auth[0]),
             client_auth=[mode.to_proto() for mode in cluster.client_auth],
+            broker_type=cluster.broker_type,
             config=cluster.config,
             operation=cluster.operation,
             operation_id=cluster.operation_id,
@@ -115,7 +116,11 @@ class ClustersService(pb_grpc.ClustersServicer):
     ) -> pb.Cluster:
         count = request.broker_count if request.HasField("broker_count") else None
         cluster = self.frontend.create(
-            request.name, count, dict(request.config), modes(request.client_auth)
+            request.name,
+            count,
+            dict(request.config),
+            modes(request.client_auth),
+            request.broker_type,
         )
         return self.to_pb(cluster)
 

@@ -17,10 +17,14 @@ import pytest
 import wasmtime
 import yaml
 
+from billing.catalog import PricingModel
+from billing.invoice import UsageRow, compute_invoice
+from billing.ratecard import load_default
 from cli.main import cloudctl
 from tests.cli.conftest import SHARED_CLUSTER, Cloud
 from tests.conftest import REPO
 from tests.controlplane.harness import wait_until
+from wire.usage import Dimension
 
 COVERED: dict[str, set[str]] = {}
 """command -> the formats checked."""
@@ -608,6 +612,39 @@ def test_user_and_acl_commands(shared_cloud: Cloud) -> None:
         )
     finally:
         cloud.run("delete-cluster", name, "--yes", "--if-exists", "--wait")
+
+
+def test_billing_commands(shared_cloud: Cloud, tmp_path: Path) -> None:
+    """Without running the pipeline (tests/cli/test_billing.py does, with exact figures):
+    usage of a past day (none), an invoice as the pipeline writes it into the output, the
+    runs (none: the tests' control planes have no schedule), a chart. -o csv:
+    test_billing.py."""
+    cloud, month = shared_cloud, "2025-01"
+    rows = [
+        UsageRow(
+            CLUSTER, PricingModel.PROVISIONED, Dimension.BROKER_MS, "kafka.m5.large", 3 * 3_600_000
+        )
+    ]
+    written = compute_invoice(month, rows, load_default()).to_json()
+    invoices = cloud.home / "billing" / "invoices"
+    invoices.mkdir(parents=True, exist_ok=True)
+    (invoices / f"{month}.json").write_text(json.dumps(written))
+    usage = read_only(cloud, "usage", "--from", "2025-01-01T00:00:00Z", "--to", "2025-01-02")
+    assert (usage["rows"], usage["from"], usage["by"]) == ([], "2025-01-01T00:00:00Z", "hour")
+    found = read_only(cloud, "invoice", "--month", month, "--cluster", CLUSTER)
+    assert (found["total"], found["subtotals"]) == (written["total"], written["subtotals"])
+    listed = read_only(cloud, "list-invoices")
+    assert {"month": month, "total": written["total"], "currency": "USD", "clusters": 1,
+            "open": False} in listed["invoices"]  # fmt: skip
+    assert read_only(cloud, "billing", "list-runs") == {"runs": []}
+    charts = same_shape(
+        each_format(
+            cloud,
+            lambda fmt: ["cost-chart", "--month", month, "--out", str(tmp_path / f"{fmt}.png")],
+        )
+    )
+    assert all(chart["total"] == "0.00" for chart in charts)  # no usage in January 2025
+    assert all((tmp_path / f"{fmt}.png").stat().st_size for fmt in FORMATS)
 
 
 def test_every_command_was_checked_in_every_format() -> None:

@@ -26,7 +26,20 @@ from cli.timeopt import parse_time
 from tests.conftest import REPO
 
 CLOUDCTL = str(Path(sys.executable).parent / "cloudctl")
-COMMANDS: dict[str, click.Command] = dict(cloudctl.commands)
+
+
+def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    """Every command by the words that run it; a group's (``billing``) as ``billing run``."""
+    out: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            out.update(_commands(command, f"{prefix}{name} "))
+        else:
+            out[f"{prefix}{name}"] = command
+    return out
+
+
+COMMANDS: dict[str, click.Command] = _commands(cloudctl)
 CLUSTER_COMMANDS = {
     "create-cluster",
     "describe-cluster",
@@ -46,6 +59,15 @@ CLUSTER_COMMANDS = {
 describe-operation aside: all clusters, NAME optional, an operation id)."""
 CONTROL_PLANE_COMMANDS = {"up", "down", "status", "use-cluster", "rotate-token"}
 """Of no cluster."""
+INSTALLATION_COMMANDS = {
+    "billing run",
+    "billing list-runs",
+    "billing describe-run",
+    "list-invoices",
+}
+"""Of every cluster at once (billing is of the installation, as a bill of the account)."""
+CSV_COMMANDS = {"usage", "invoice"}
+"""Tables a spreadsheet reads: -o csv as well."""
 
 
 def options(command: click.Command) -> dict[str, click.Parameter]:
@@ -75,7 +97,8 @@ def test_every_command_prints_table_json_or_yaml(name: str) -> None:
     assert output is not None, f"{name} has no -o"
     assert options(COMMANDS[name])["--output"] is output
     assert isinstance(output.type, click.Choice)
-    assert list(output.type.choices) == ["table", "json", "yaml"]
+    csv = ["csv"] if name in CSV_COMMANDS else []
+    assert list(output.type.choices) == ["table", "json", "yaml", *csv]
     assert output.default == "table"
 
 
@@ -89,7 +112,11 @@ def test_every_command_takes_the_global_options(name: str) -> None:
 
 def test_the_nouns_are_known() -> None:
     """A new command is put in its noun here (and the README), so the rules below cover it."""
-    nouns = {name.split("-", 1)[-1] for name in COMMANDS if name not in CONTROL_PLANE_COMMANDS}
+    nouns = {
+        name.split("-", 1)[-1]
+        for name in COMMANDS
+        if name not in CONTROL_PLANE_COMMANDS | INSTALLATION_COMMANDS
+    }
     assert nouns == {
         "cluster",
         "clusters",
@@ -120,6 +147,9 @@ def test_the_nouns_are_known() -> None:
         "acls",
         "private-endpoint",
         "private-endpoints",
+        "usage",
+        "invoice",
+        "chart",
     }
 
 
@@ -131,7 +161,10 @@ def test_cluster_commands_take_the_name_as_argument(name: str) -> None:
     assert "--cluster" not in options(COMMANDS[name])
 
 
-@pytest.mark.parametrize("name", sorted(set(COMMANDS) - CLUSTER_COMMANDS - CONTROL_PLANE_COMMANDS))
+@pytest.mark.parametrize(
+    "name",
+    sorted(set(COMMANDS) - CLUSTER_COMMANDS - CONTROL_PLANE_COMMANDS - INSTALLATION_COMMANDS),
+)
 def test_every_other_noun_takes_cluster(name: str) -> None:
     cluster = options(COMMANDS[name]).get("--cluster")
     assert cluster is not None, f"{name} has no --cluster"

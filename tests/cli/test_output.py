@@ -33,6 +33,7 @@ CLUSTER_KEYS = {
     "state_message",
     "operation",
     "broker_count",
+    "broker_type",
     "bootstrap_brokers",
     "client_auth",
     "brokers",

@@ -24,7 +24,8 @@ from proto.sluice.v1 import clusters_pb2 as cpb
 from proto.sluice.v1 import clusters_pb2_grpc, controlplane_pb2_grpc, topics_pb2_grpc
 from tests.conftest import REPO, free_port
 
-FAST_SETTINGS = {"broker.health.interval.ms": "2000"}
+FAST_SETTINGS = {"broker.health.interval.ms": "2000", "billing.schedule.interval.ms": "0"}
+"""No hourly billing run (a Spark job) in the middle of a test."""
 
 
 def processes_under(home: Path) -> list[tuple[int, str]]:

@@ -85,7 +85,7 @@ class Broker(_message.Message):
     def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[_Union[BrokerState, str]] = ..., pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., restarts: _Optional[int] = ..., log_path: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth")
+    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth", "broker_type")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class Cluster(_message.Message):
     LOG_DIR_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
+    BROKER_TYPE_FIELD_NUMBER: _ClassVar[int]
     name: str
     cluster_id: str
     state: ClusterState
@@ -123,7 +124,8 @@ class Cluster(_message.Message):
     log_dir: str
     operation_id: str
     client_auth: _containers.RepeatedScalarFieldContainer[ClientAuth]
-    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ...) -> None: ...
+    broker_type: str
+    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ...) -> None: ...
 
 class ObjectStore(_message.Message):
     __slots__ = ("endpoint", "bucket", "region", "embedded", "access_key_id", "secret_access_key")
@@ -142,7 +144,7 @@ class ObjectStore(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., bucket: _Optional[str] = ..., region: _Optional[str] = ..., embedded: bool = ..., access_key_id: _Optional[str] = ..., secret_access_key: _Optional[str] = ...) -> None: ...
 
 class CreateClusterRequest(_message.Message):
-    __slots__ = ("name", "broker_count", "config", "client_auth")
+    __slots__ = ("name", "broker_count", "config", "client_auth", "broker_type")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -154,11 +156,13 @@ class CreateClusterRequest(_message.Message):
     BROKER_COUNT_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
+    BROKER_TYPE_FIELD_NUMBER: _ClassVar[int]
     name: str
     broker_count: int
     config: _containers.ScalarMap[str, str]
     client_auth: _containers.RepeatedScalarFieldContainer[ClientAuth]
-    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ...) -> None: ...
+    broker_type: str
+    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ...) -> None: ...
 
 class GetClusterRequest(_message.Message):
     __slots__ = ("name",)

@@ -35,6 +35,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     USER_ALREADY_EXISTS: _ClassVar[ErrorReason]
     ENDPOINT_NOT_FOUND: _ClassVar[ErrorReason]
     ENDPOINT_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    BILLING_RUN_NOT_FOUND: _ClassVar[ErrorReason]
+    INVOICE_NOT_FOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 CONTROL_PLANE_UNAVAILABLE: ErrorReason
 TOKEN_INVALID: ErrorReason
@@ -64,3 +66,5 @@ USER_NOT_FOUND: ErrorReason
 USER_ALREADY_EXISTS: ErrorReason
 ENDPOINT_NOT_FOUND: ErrorReason
 ENDPOINT_ALREADY_EXISTS: ErrorReason
+BILLING_RUN_NOT_FOUND: ErrorReason
+INVOICE_NOT_FOUND: ErrorReason
