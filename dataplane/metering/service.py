@@ -133,6 +133,9 @@ class UsageMetering:
             now = self.now_ms()
             boundary = now - now % self.interval_ms + self.interval_ms
             await asyncio.sleep(max(boundary - now, 0) / 1000)
+            now = self.now_ms()
+            if now >= boundary + self.interval_ms:  # the clock stepped forward while asleep
+                boundary = now - now % self.interval_ms
             try:
                 await self._flush(boundary)
                 await self._controller_sample(boundary)
