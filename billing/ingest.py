@@ -4,9 +4,17 @@
 the earliest offset the checkpoint has not covered, a Python UDF decodes each record with
 ``wire.usage.UsageEvent.decode`` into one row per Usage entry, and a Structured Streaming
 file sink (Parquet, partitioned by ``day``) with ``trigger(availableNow=True)`` writes them
-under ``events/cluster=<name>/``; the checkpoint is ``checkpoints/<name>-<id>``. The file
+under ``events/cluster=<name>/cluster_id=<id>/`` (:func:`sink_dir`: one sink per cluster
+incarnation, so a cluster deleted and created again under its name gets a sink of its own
+and the old one's events stay); the checkpoint is ``checkpoints/<name>-<id>``. The file
 sink's ``_spark_metadata`` log makes the table exactly once across kills: a reader that
-opens the cluster's directory on its own sees committed files only.
+opens the sink's directory on its own sees committed files only.
+
+Layout from before the id-sinks: ``events/cluster=<name>/`` itself a sink, with a
+``_cluster_id`` file naming its id. Its log names its files by absolute path, so it is not
+moved: it is read as is (:func:`discover_sinks`) and its own cluster keeps writing there;
+another id of that name gets ``cluster=<name>/cluster_id=<id>/`` inside it (the old sink's
+reader follows its log, which never names those files).
 
 Columns: source, epoch, sequence, key, start_ms, end_ms, hour_ms, dimension, quantity
 (long, raw unit), topic, principal, resource ("" when absent), kafka_partition,
@@ -49,8 +57,11 @@ from wire.usage import USAGE_TOPIC, MalformedUsage, UsageEvent
 
 LONG_MAX = 2**63 - 1
 CLUSTER_MARK = "_cluster_id"
-"""File in ``events/cluster=<name>/`` naming the cluster id whose checkpoint feeds it
-(Spark's readers skip names starting with ``_``)."""
+"""File in a sink of the layout before id-sinks, ``events/cluster=<name>/``, naming the
+cluster id whose checkpoint feeds it (Spark's readers skip names starting with ``_``)."""
+ARCHIVE_DIR = "archive"
+"""Under a sink's directory: the Parquet rows of the cluster's archive file
+(``billing/archive.py``), ``archive/day=<d>/archive.parquet``, outside the sink's log."""
 
 _ENTRY = StructType(
     [
@@ -97,7 +108,60 @@ class ClusterUnreachable(RuntimeError):
 
 
 class SinkOwnedByAnotherCluster(RuntimeError):
-    """``events/cluster=<name>/`` was written by an earlier cluster of the same name."""
+    """A sink whose log has batches but whose checkpoint is gone."""
+
+
+@dataclass(frozen=True)
+class Sink:
+    """The events of one cluster incarnation on disk: its streaming sink (``directory``, read
+    through its own ``_spark_metadata`` log) and its archive rows (``directory/archive``)."""
+
+    name: str
+    id: str
+    directory: Path
+    legacy: bool = False
+    """``events/cluster=<name>/`` itself (the layout before id-sinks)."""
+
+
+def sink_dir(events_root: Path, name: str, cluster_id: str) -> Path:
+    """Where the events of cluster ``name`` with id ``cluster_id`` go: its legacy sink
+    ``events/cluster=<name>/`` when that one is marked with this id, else
+    ``events/cluster=<name>/cluster_id=<id>/``."""
+    base = events_root / f"cluster={name}"
+    mark = base / CLUSTER_MARK
+    if mark.is_file() and mark.read_text().strip() == cluster_id:
+        return base
+    return base / f"cluster_id={cluster_id}"
+
+
+def discover_sinks(events_root: Path) -> list[Sink]:
+    """Every sink on disk, of the spec's clusters and of deleted ones, by (name, id)."""
+    out: list[Sink] = []
+    if not events_root.is_dir():
+        return out
+    for base in sorted(events_root.glob("cluster=*")):
+        if not base.is_dir():
+            continue
+        name = base.name.removeprefix("cluster=")
+        mark = base / CLUSTER_MARK
+        if mark.is_file():
+            out.append(Sink(name, mark.read_text().strip(), base, legacy=True))
+        for sub in sorted(base.glob("cluster_id=*")):
+            if sub.is_dir():
+                out.append(Sink(name, sub.name.removeprefix("cluster_id="), sub))
+    return out
+
+
+def archive_files(sink: Sink) -> list[str]:
+    """The sink's archive Parquet files, relative to its directory."""
+    root = sink.directory / ARCHIVE_DIR
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.relative_to(sink.directory).as_posix()
+        for p in root.glob("day=*/*.parquet")
+        if p.is_file()
+    )
 
 
 def day_of(ms: int) -> str:
@@ -255,20 +319,10 @@ class IngestResult:
     topic_exists: bool = True
 
 
-def claim_sink(events_dir: Path, source: ClusterSource, checkpoint: Path) -> None:
-    """Mark ``events_dir`` as fed by ``source``'s checkpoint. A sink whose metadata log has
-    batches must be continued by the checkpoint that wrote them: with another one (a cluster
-    recreated under an old name, a lost checkpoint) Spark would skip the new batches as
-    already written."""
-    mark = events_dir / CLUSTER_MARK
-    owner = mark.read_text().strip() if mark.exists() else source.id
-    if owner != source.id:
-        raise SinkOwnedByAnotherCluster(
-            f"{events_dir} holds the usage of an earlier cluster named {source.name!r} "
-            f"(id {owner}); cluster id {source.id} cannot continue its sink. Move that "
-            "directory away (its usage is in hourly/ and the invoices already), then run "
-            "billing again"
-        )
+def claim_sink(events_dir: Path, checkpoint: Path) -> None:
+    """Check that ``events_dir`` can be continued by ``checkpoint``: a sink whose metadata
+    log has batches must be continued by the checkpoint that wrote them (with another one,
+    Spark would skip the new batches as already written)."""
     if (events_dir / "_spark_metadata").is_dir() and not checkpoint.is_dir():
         raise SinkOwnedByAnotherCluster(
             f"{events_dir} has a sink log but its checkpoint {checkpoint} does not exist: "
@@ -276,7 +330,6 @@ def claim_sink(events_dir: Path, source: ClusterSource, checkpoint: Path) -> Non
             "again from its start, then run billing again"
         )
     events_dir.mkdir(parents=True, exist_ok=True)
-    mark.write_text(source.id + "\n")
 
 
 def ingest(
@@ -290,7 +343,7 @@ def ingest(
 ) -> IngestResult:
     """Run the cluster's streaming query with Trigger.AvailableNow to its end.
     ``on_batch(batches, records)`` is called as micro-batches complete."""
-    claim_sink(events_dir, source, checkpoint)
+    claim_sink(events_dir, checkpoint)
     tally = session.sparkContext.accumulator(MalformedTally(), MalformedTallyParam(malformed_cap))
     stream = session.readStream.format("sluice").options(**read_options_of(source)).load()
     query = (
@@ -370,12 +423,10 @@ def committed_files(session: SparkSession, events_dir: Path) -> list[str]:
     return sorted(out)
 
 
-def files_per_day(files: list[str]) -> dict[str, int]:
-    """How many committed files each ``day=`` partition has (files are only ever added)."""
-    out: dict[str, int] = {}
-    for name in files:
-        head = name.split("/", 1)[0]
-        if head.startswith("day="):
-            day = head.removeprefix("day=")
-            out[day] = out.get(day, 0) + 1
-    return dict(sorted(out.items()))
+def day_of_file(relative: str) -> str | None:
+    """The ``day=`` partition of a file relative to its sink (``day=D/...`` or
+    ``archive/day=D/...``), None for another path."""
+    for part in relative.split("/")[:2]:
+        if part.startswith("day="):
+            return part.removeprefix("day=")
+    return None

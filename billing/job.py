@@ -1,11 +1,15 @@
 """``python -m billing.job --spec FILE``: one run of the billing pipeline.
 
-1. ingest: each cluster's ``__sluice_usage`` into ``events/cluster=<name>/`` (``ingest.py``:
-   ``readStream.format("sluice")``, Trigger.AvailableNow, checkpoint
-   ``checkpoints/<name>-<id>``), then ``offsets/<name>.json``;
-2. rollup: for the days that received events since the last complete run (by the files
-   each day's partition has in the sink log, against ``checkpoints/_rolled_up/<name>-<id>.json``),
-   dedup and ``hourly/``; ``daily/`` and ``models/`` of those clusters (``rollup.py``);
+1. ingest: each cluster's ``__sluice_usage`` into its incarnation's sink
+   ``events/cluster=<name>/cluster_id=<id>/`` (``ingest.py``: ``readStream.format("sluice")``,
+   Trigger.AvailableNow, checkpoint ``checkpoints/<name>-<id>``), then
+   ``offsets/<name>.json``; each archive file of the spec into ``<sink>/archive/``
+   (``archive.py``);
+2. rollup: for the days of a cluster NAME whose files changed since the last complete run
+   (the files each day has in the logs of every sink of that name, deleted clusters' too,
+   and its archive files' contents, against ``checkpoints/_rolled_up/cluster=<name>.json``),
+   dedup per (name, id, key) and ``hourly/``; ``daily/`` and ``models/`` of those names
+   (``rollup.py``);
 3. invoice: ``invoices/YYYY-MM.json`` for every month with such a day
    (``billing.invoice.compute_invoice`` over the month's usage of every cluster);
 4. publish (s3:// outputs: ``output.py``), then the rolled-up marks.
@@ -23,6 +27,7 @@ the run then ends as failed, naming it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -38,19 +43,23 @@ from pyspark.sql import functions as F
 
 import spark
 from billing import ratecard, rollup
+from billing.archive import ArchiveResult, write_archive
 from billing.ingest import (
     ClusterUnreachable,
     IngestResult,
     SinkOwnedByAnotherCluster,
+    archive_files,
     committed_files,
-    files_per_day,
+    day_of_file,
+    discover_sinks,
     has_usage_topic,
     ingest,
+    sink_dir,
 )
 from billing.invoice import InvoiceError, compute_invoice
 from billing.output import Output, OutputError
 from billing.ratecard import RateCard, RateCardError
-from billing.spec import ClusterSource, JobSpec, SpecError, load_spec
+from billing.spec import JobSpec, SpecError, load_spec
 from wire.usage import USAGE_TOPIC
 
 SPARK_DEFAULTS = {
@@ -95,6 +104,7 @@ class Progress:
 @dataclass
 class RunResult:
     ingested: list[IngestResult] = field(default_factory=list)
+    archived: list[ArchiveResult] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
     days: dict[str, list[str]] = field(default_factory=dict)
     """Days rolled up, per cluster."""
@@ -122,12 +132,14 @@ def load_card(spec: JobSpec) -> RateCard:
     return ratecard.load(Path(spec.rate_card))
 
 
-def rolled_up_path(spec: JobSpec, source: ClusterSource) -> Path:
-    return spec.checkpoints / "_rolled_up" / f"{source.checkpoint_name}.json"
+def rolled_up_path(spec: JobSpec, name: str) -> Path:
+    """The marks of cluster NAME (every incarnation). Marks of the layout before id-sinks
+    (``<name>-<id>.json``, files per day) are not read: each day is rolled up once again."""
+    return spec.checkpoints / "_rolled_up" / f"cluster={name}.json"
 
 
-def read_rolled_up(path: Path) -> dict[str, int]:
-    """Files per day already rolled up (the last complete run's view of the sink log)."""
+def read_rolled_up(path: Path) -> dict[str, str]:
+    """Each day's digest already rolled up (the last complete run's view of the files)."""
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -135,13 +147,13 @@ def read_rolled_up(path: Path) -> dict[str, int]:
     except (OSError, json.JSONDecodeError) as exc:
         warn(f"{path} is unreadable ({exc}): rolling up every day of its cluster again")
         return {}
-    return {str(d): int(n) for d, n in (doc.get("files_per_day") or {}).items()}
+    return {str(d): str(h) for d, h in (doc.get("day_digests") or {}).items()}
 
 
-def write_rolled_up(path: Path, per_day: dict[str, int]) -> None:
+def write_rolled_up(path: Path, per_day: dict[str, str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"files_per_day": per_day}, indent=1, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps({"day_digests": per_day}, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
 
 
@@ -169,7 +181,7 @@ def ingest_all(
         done = ingest(
             session,
             source,
-            output.events_dir(name),
+            sink_dir(output.events_root, name, source.id),
             spec.checkpoints / source.checkpoint_name,
             malformed_cap=spec.limits.malformed_reported,
             on_batch=batch,
@@ -197,57 +209,98 @@ def ingest_all(
         )
 
 
+def archive_all(spec: JobSpec, output: Output, progress: Progress, result: RunResult) -> None:
+    """Each archive file of the spec into its incarnation's ``archive/`` rows."""
+    total = len(spec.archives)
+    for i, source in enumerate(spec.archives):
+        where = f"archive {source.path} of {source.name} (id {source.id})"
+        sink = sink_dir(output.events_root, source.name, source.id)
+        done = write_archive(source, sink, spec.limits.malformed_reported)
+        result.archived.append(done)
+        if done.missing:
+            warn(f"{where} is gone: the rows read from it before are kept")
+            progress("ingest", source.name, i + 1, total, f"{where}: missing")
+            continue
+        for number, reason in done.samples:
+            warn(f"{where}: malformed usage event at line {number} skipped: {reason}")
+        if done.malformed > len(done.samples):
+            warn(f"{where}: {done.malformed - len(done.samples)} more malformed skipped")
+        progress(
+            "ingest",
+            source.name,
+            i + 1,
+            total,
+            f"{where}: {done.events} events over {len(done.days)} days, "
+            f"{done.written} day files rewritten",
+        )
+
+
 @dataclass
 class Changes:
     """What the events tables hold that the last complete run did not roll up."""
 
     days: dict[str, list[str]] = field(default_factory=dict)
-    """Per cluster, the days whose partition has files the last complete run did not see."""
+    """Per cluster NAME, the days whose files the last complete run did not see."""
     files: list[Path] = field(default_factory=list)
-    """The committed files of those days."""
-    committed: dict[str, list[str]] = field(default_factory=dict)
-    """Per cluster, every committed file (relative to its events directory)."""
-    marks: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per cluster, files per day: recorded once this run is complete."""
+    """The committed and archive files of those days, of every sink of the name."""
+    legacy_ids: dict[str, str] = field(default_factory=dict)
+    """The id of each name's sink of the layout before id-sinks."""
+    all_files: list[Path] = field(default_factory=list)
+    """Every committed and archive file of every sink (what an s3:// output mirrors)."""
+    marks: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per cluster NAME, each day's digest: recorded once this run is complete."""
 
 
-def changed_days(session: SparkSession, spec: JobSpec, output: Output) -> Changes:
-    """The days to roll up again, from each cluster's sink log (its directory read on its
-    own) against ``checkpoints/_rolled_up/<name>-<id>.json``."""
+def changed_days(session: SparkSession, output: Output, spec: JobSpec) -> Changes:
+    """The days to roll up again: per cluster NAME, the files of each day in every sink of
+    that name on disk (each sink's log read on its own; archive files by content) against
+    ``checkpoints/_rolled_up/cluster=<name>.json``."""
     changes = Changes()
-    for source in spec.clusters:
-        events_dir = output.events_dir(source.name)
-        if not events_dir.is_dir():
-            continue
-        files = committed_files(session, events_dir)
-        per_day = files_per_day(files)
-        before = read_rolled_up(rolled_up_path(spec, source))
-        changed = sorted(d for d, n in per_day.items() if before.get(d) != n)
+    per_name: dict[str, dict[str, list[tuple[str, Path]]]] = {}
+    for sink in discover_sinks(output.events_root):
+        if sink.legacy:
+            changes.legacy_ids[sink.name] = sink.id
+        days = per_name.setdefault(sink.name, {})
+        for relative in committed_files(session, sink.directory) + archive_files(sink):
+            day = day_of_file(relative)
+            if day is None:
+                continue
+            path = sink.directory / relative
+            changes.all_files.append(path)
+            label = path.relative_to(output.events_root).as_posix()
+            if relative.startswith("archive/"):  # rewritten in place: by content
+                label += ":" + hashlib.sha256(path.read_bytes()).hexdigest()
+            days.setdefault(day, []).append((label, path))
+    for name, days in sorted(per_name.items()):
+        digests = {
+            day: hashlib.sha256("\n".join(sorted(label for label, _ in f)).encode()).hexdigest()
+            for day, f in sorted(days.items())
+        }
+        before = read_rolled_up(rolled_up_path(spec, name))
+        changed = sorted(d for d, h in digests.items() if before.get(d) != h)
         if changed:
-            changes.days[source.name] = changed
-            wanted = {f"day={d}" for d in changed}
-            changes.files += [events_dir / f for f in files if f.split("/", 1)[0] in wanted]
-        changes.committed[source.name] = files
-        changes.marks[source.name] = per_day
+            changes.days[name] = changed
+            changes.files += [path for d in changed for _, path in days[d]]
+        changes.marks[name] = digests
     return changes
 
 
 def rebuild(
     session: SparkSession,
     output: Output,
-    days: dict[str, list[str]],
-    files: list[Path],
+    changes: Changes,
     progress: Progress,
 ) -> None:
-    """Hourly usage of ``days`` (per cluster) from ``files`` (their committed event files),
-    then daily usage and pricing models of those clusters."""
+    """Hourly usage of the changed days (per cluster NAME) from their committed event and
+    archive files, then daily usage and pricing models of those clusters."""
+    days = changes.days
     total = 3
     days_total = sum(len(d) for d in days.values())
     hourly_path, daily_path, models_path = (output.table(t) for t in ("hourly", "daily", "models"))
     if days:
         touched = sorted(days)
         progress("rollup", "", 0, total, f"hourly usage of {days_total} cluster-days")
-        events = rollup.read_event_files(session, output.root / "events", files)
+        events = rollup.read_event_files(session, changes.files, changes.legacy_ids)
         rollup.write_partitions(
             rollup.hourly(rollup.dedup(rollup.by_cluster_day(events))),
             hourly_path,
@@ -311,11 +364,12 @@ def run(spec: JobSpec, emit: Emit = print_progress) -> RunResult:
     session = start_session(spec)
     try:
         ingest_all(session, spec, output, progress, result)
-        changes = changed_days(session, spec, output)
+        archive_all(spec, output, progress, result)
+        changes = changed_days(session, output, spec)
         result.days = changes.days
-        rebuild(session, output, changes.days, changes.files, progress)
+        rebuild(session, output, changes, progress)
         result.months = invoice_all(session, card, output, progress, changes.days)
-        stats = output.publish(changes.committed)
+        stats = output.publish(changes.all_files)
         if stats is not None:
             progress(
                 "invoice",
@@ -325,9 +379,8 @@ def run(spec: JobSpec, emit: Emit = print_progress) -> RunResult:
                 f"published to {spec.output}: {stats.uploaded} files uploaded, "
                 f"{stats.deleted} deleted, {stats.unchanged} unchanged",
             )
-        by_name = {s.name: s for s in spec.clusters}
         for name, per_day in changes.marks.items():
-            write_rolled_up(rolled_up_path(spec, by_name[name]), per_day)
+            write_rolled_up(rolled_up_path(spec, name), per_day)
     finally:
         session.stop()
     if result.unreachable:
@@ -345,7 +398,9 @@ def run(spec: JobSpec, emit: Emit = print_progress) -> RunResult:
             "total": len(spec.clusters),
             "message": (
                 f"{records} usage records from {len(spec.clusters)} clusters "
-                f"({malformed} malformed skipped), {sum(len(d) for d in result.days.values())} "
+                f"({malformed} malformed skipped), "
+                f"{sum(a.events for a in result.archived)} events from "
+                f"{len(spec.archives)} archives, {sum(len(d) for d in result.days.values())} "
                 f"cluster-days rolled up, invoices {', '.join(result.months) or 'unchanged'}"
             ),
         }

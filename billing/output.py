@@ -6,9 +6,9 @@ the job builds the tables in a local staging directory (``checkpoints/_staging``
 the streaming checkpoints it must keep anyway) and then mirrors them to the bucket with the
 object-store client of ``tiered`` (boto3). The mirror:
 
-- ``events/cluster=<name>/``: exactly the files the cluster's sink log has committed (no
-  ``_spark_metadata``: its entries name local paths; files of a batch killed before its
-  commit never leave the machine), so the bucket's copy is a plain Parquet dataset;
+- ``events/``: exactly the files each sink's log has committed (no ``_spark_metadata``: its
+  entries name local paths; files of a batch killed before its commit never leave the
+  machine), and the archives' Parquet files, so the bucket's copy is a plain Parquet dataset;
 - ``hourly/``, ``daily/``, ``models/``, ``invoices/``, ``offsets/``: every file of the local
   table except hidden and ``_`` ones (Spark's staging and markers);
 - uploads what the bucket lacks or holds differently (Parquet by size: Spark names every
@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,8 +128,13 @@ class Output:
         staging = spec.checkpoints / "_staging"
         return cls(staging, Mirror(S3ObjectStore(settings), prefix, spec.output))
 
+    @property
+    def events_root(self) -> Path:
+        return self.root / "events"
+
     def events_dir(self, cluster: str) -> Path:
-        return self.root / "events" / f"cluster={cluster}"
+        """Every incarnation's events of the cluster NAME (``ingest.sink_dir`` within)."""
+        return self.events_root / f"cluster={cluster}"
 
     def table(self, name: str) -> Path:
         return self.root / name
@@ -150,17 +155,16 @@ class Output:
             self.mirror.put(relative, data)
         return path
 
-    def publish(self, committed_events: Mapping[str, list[str]]) -> MirrorStats | None:
-        """Mirror everything to the bucket (None for a local output)."""
+    def publish(self, event_files: Iterable[Path]) -> MirrorStats | None:
+        """Mirror everything to the bucket (None for a local output). ``event_files``: every
+        committed file of every sink and every archive Parquet file under ``events/``
+        (the whole tree is mirrored: keys of other files there are deleted)."""
         if self.mirror is None:
             return None
         desired: dict[str, Path] = {}
-        trees = [f"{name}/" for name in TABLES]
-        for cluster, files in committed_events.items():
-            base = f"events/cluster={cluster}/"
-            trees.append(base)
-            for name in files:
-                desired[base + name] = self.events_dir(cluster) / name
+        trees = [f"{name}/" for name in (*TABLES, "events")]
+        for path in event_files:
+            desired[path.relative_to(self.root).as_posix()] = path
         for name in TABLES:
             for path in _visible_files(self.root / name):
                 desired[path.relative_to(self.root).as_posix()] = path

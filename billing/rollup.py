@@ -12,10 +12,10 @@ Tables (Parquet; ``day`` is a YYYY-MM-DD string, ``hour`` a UTC timestamp):
   hour that has ``broker_ms`` usage (the one with the most broker-milliseconds in that hour,
   by name on a tie) and its pricing model (``billing.catalog.model_of``).
 
-Dedup: of the rows of one (cluster, key), the pipeline keeps those of the record at the
-lowest (partition, offset); re-sent copies of an event carry the same key and the same
-``start_ms``, so they fall in the same ``day`` and one day's events are enough to remove
-them.
+Dedup: of the rows of one (cluster NAME, cluster id, key), the pipeline keeps those of the
+record at the lowest (partition, offset) (archived rows: partition 2**31-1); re-sent
+copies of an event carry the same key and the same ``start_ms``, so they fall in the same
+``day`` and one day's events are enough to remove them.
 
 A month's invoice rows: the month's hourly rows of every cluster, each priced under its
 hour's pricing model: ``broker_ms`` under its own broker type's model, any other dimension
@@ -94,14 +94,32 @@ def _unit() -> Column:
     return _literal_map((d.value, u) for d, u in UNITS.items())[F.col("dimension")]
 
 
-def read_event_files(session: SparkSession, events_root: Path, files: Sequence[Path]) -> DataFrame:
-    """The rows of these files of the events tables, with ``cluster`` and ``day`` from
-    their paths (``events/cluster=<c>/day=<d>/``), in one scan. The caller takes the files
-    from each cluster's sink log (``ingest.committed_files``: each cluster's directory read
-    on its own), so a file of a batch that never committed is never read."""
-    schema = StructType([*EVENT_SCHEMA.fields, StructField("cluster", StringType())])
-    reader = session.read.schema(schema).option("basePath", str(events_root))
-    return reader.parquet(*(str(f) for f in files))
+EVENT_PATH = r"/events/cluster=([^/]+)/(?:cluster_id=([^/]+)/)?(?:archive/)?day=([^/]+)/[^/]+$"
+"""An event file's path: its cluster NAME, its incarnation's id (absent in a sink of the
+layout before id-sinks), its day."""
+
+
+def read_event_files(
+    session: SparkSession, files: Sequence[Path], legacy_ids: Mapping[str, str]
+) -> DataFrame:
+    """The rows of these files of the events tables (sinks' committed files and archive
+    files), with ``cluster``, ``cluster_id`` and ``day`` from their paths
+    (:data:`EVENT_PATH`; the id of a legacy sink ``events/cluster=<c>/`` from ``legacy_ids``),
+    in one scan. The caller takes each sink's files from its own log
+    (``ingest.committed_files``), so a file of a batch that never committed is never read."""
+    data = StructType([f for f in EVENT_SCHEMA.fields if f.name != "day"])
+    rows = session.read.schema(data).parquet(*(str(f) for f in files))
+    path = F.col("_metadata.file_path")
+    cluster = F.regexp_extract(path, EVENT_PATH, 1)
+    legacy = _literal_map(legacy_ids.items())[cluster]
+    return rows.select(
+        *data.fieldNames(),
+        F.regexp_extract(path, EVENT_PATH, 3).alias("day"),
+        cluster.alias("cluster"),
+        F.coalesce(F.nullif(F.regexp_extract(path, EVENT_PATH, 2), F.lit("")), legacy).alias(
+            "cluster_id"
+        ),
+    )
 
 
 def by_cluster_day(events: DataFrame) -> DataFrame:
@@ -112,10 +130,13 @@ def by_cluster_day(events: DataFrame) -> DataFrame:
 
 
 def dedup(events: DataFrame) -> DataFrame:
-    """The rows of the first record (lowest partition, offset) of each (cluster, key);
-    re-sent copies of an event are in its day, so the window is per (cluster, day, key)."""
+    """The rows of the first record (lowest partition, offset) of each (cluster, id, key):
+    two incarnations of a name may write the same keys (the control plane's
+    ``controlplane/0/<bucket>``), each counts. Re-sent copies of an event are in its day, so
+    the window is per (cluster, id, day, key); an archived copy (partition 2**31-1) loses to
+    the topic's."""
     first = F.min(F.struct("kafka_partition", "kafka_offset")).over(
-        Window.partitionBy("cluster", "day", "key")
+        Window.partitionBy("cluster", "cluster_id", "day", "key")
     )
     return (
         events.withColumn("_first", first)

@@ -10,10 +10,13 @@ The control plane writes it as a 0600 JSON file (credentials never on a command 
      "spark_master": "local[*]",
      "clusters": [{"name": "orders", "id": "<cluster uuid>", "bootstrap": "127.0.0.1:9092",
                    "options": {"kafka.security.protocol": "SASL_PLAINTEXT"}}],
+     "archives": [{"name": "orders", "id": "<cluster uuid>",
+                   "path": "/home/billing-archive/orders.<cluster uuid>.jsonl"}],
      "limits": {"cluster_timeout_ms": 30000, "malformed_reported": 100},
      "spark_conf": {"spark.sql.shuffle.partitions": "8"}}
 
 ``s3`` only when ``output`` is an s3:// URI; ``rate_card`` "" is the default card;
+``archives`` (the usage files of deleted clusters, one encoded ``UsageEvent`` a line),
 ``limits`` and ``spark_conf`` are optional (:class:`Limits` has the defaults).
 """
 
@@ -73,6 +76,16 @@ class ClusterSource:
 
 
 @dataclass(frozen=True)
+class ArchiveSource:
+    """The archived usage of a deleted cluster (``controlplane/billing_archive.py``): a file
+    of one ``UsageEvent.encode()`` a line, ingested beside the live topics."""
+
+    name: str
+    id: str
+    path: Path
+
+
+@dataclass(frozen=True)
 class JobSpec:
     output: str
     checkpoints: Path
@@ -82,6 +95,7 @@ class JobSpec:
     spark_master: str = DEFAULT_MASTER
     limits: Limits = field(default_factory=Limits)
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    archives: tuple[ArchiveSource, ...] = ()
 
     @property
     def is_s3(self) -> bool:
@@ -135,6 +149,10 @@ def parse_spec(doc: Any) -> JobSpec:
     names = [c.name for c in clusters]
     if len(set(names)) != len(names):
         raise SpecError(f'"clusters" names a cluster twice: {sorted(names)}')
+    archives_doc = doc.get("archives") or []
+    if not isinstance(archives_doc, list):
+        raise SpecError('"archives" is not a list')
+    archives = tuple(_archive(a, i) for i, a in enumerate(archives_doc))
     return JobSpec(
         output=output,
         checkpoints=Path(_text(doc, "checkpoints")),
@@ -144,6 +162,7 @@ def parse_spec(doc: Any) -> JobSpec:
         spark_master=_text(doc, "spark_master", "") or DEFAULT_MASTER,
         limits=_limits(doc.get("limits") or {}),
         spark_conf=_strings(doc.get("spark_conf") or {}, "spark_conf"),
+        archives=archives,
     )
 
 
@@ -153,12 +172,28 @@ def _cluster(doc: Any, index: int) -> ClusterSource:
     name = _text(doc, "name")
     if not _NAME.match(name):
         raise SpecError(f"clusters[{index}].name {name!r} is not a cluster name")
+    cluster_id = _text(doc, "id")
+    if not _NAME.match(cluster_id):
+        raise SpecError(f"clusters[{index}].id {cluster_id!r} is not a cluster id")
     return ClusterSource(
         name=name,
-        id=_text(doc, "id"),
+        id=cluster_id,
         bootstrap=_text(doc, "bootstrap"),
         options=_strings(doc.get("options") or {}, f"clusters[{index}].options"),
     )
+
+
+def _archive(doc: Any, index: int) -> ArchiveSource:
+    if not isinstance(doc, dict):
+        raise SpecError(f"archives[{index}] is not an object")
+    name, cluster_id = _text(doc, "name"), _text(doc, "id")
+    for key, value in (("name", name), ("id", cluster_id)):
+        if not _NAME.match(value):
+            raise SpecError(f"archives[{index}].{key} {value!r} is not a cluster {key}")
+    path = _text(doc, "path")
+    if not path:
+        raise SpecError(f"archives[{index}].path is empty: give the archive file")
+    return ArchiveSource(name=name, id=cluster_id, path=Path(path))
 
 
 def _limits(doc: Any) -> Limits:

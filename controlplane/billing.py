@@ -15,8 +15,10 @@ A run (:meth:`BillingRunner.request`):
    log in as its internal user on that SASL_PLAINTEXT listener, as the control plane
    itself does), the output (``billing.output``: ``$SLUICE_HOME/billing`` by default, or an
    ``s3://BUCKET/PREFIX`` of the object store, whose key goes in the spec's ``s3``), the
-   checkpoints (``$SLUICE_HOME/billing/checkpoints``), the rate card and the Spark master
-   (``spark.master``, default ``local[*]``);
+   checkpoints (``$SLUICE_HOME/billing/checkpoints``), the rate card, the Spark master
+   (``spark.master``, default ``local[*]``) and the archive files of deleted clusters
+   (``$SLUICE_HOME/billing-archive/NAME.ID.jsonl``, ``billing_archive.py``: the spec's
+   ``archives``, ingested by every run, never removed);
 4. starts ``sys.executable -m billing.job --spec FILE`` in its own session (RUNNING, with
    its pid), its stdout and stderr going to ``$SLUICE_HOME/logs/billing/RUN.log``; each
    JSON progress line of its stdout is recorded as the run's progress;
@@ -90,6 +92,10 @@ LINE_LIMIT = 1 << 20
 """Longest stdout line of the job read whole (longer ones are cut)."""
 SKIPPED_STATES = (ClusterState.CREATING, ClusterState.DELETING)
 """Clusters a run leaves out: not started yet, or going."""
+ARCHIVE_DIR = "billing-archive"
+"""``$SLUICE_HOME/billing-archive``: deleted clusters' usage not billed yet
+(``billing_archive.py``)."""
+ARCHIVE_SUFFIX = ".jsonl"
 INTERNAL_PROTOCOL = "SASL_PLAINTEXT"
 """The protocol of a secured cluster's internal listener (``cluster_security.py``)."""
 
@@ -121,6 +127,20 @@ def cluster_source(cluster: ClusterRecord, addresses: list[str]) -> dict[str, An
         "bootstrap": ",".join(addresses),
         "options": options,
     }
+
+
+def archive_sources(home: Path) -> list[dict[str, str]]:
+    """The spec's ``archives``: every ``NAME.ID.jsonl`` of ``$SLUICE_HOME/billing-archive``
+    (a cluster id has no dot; temporary files end otherwise)."""
+    directory = home / ARCHIVE_DIR
+    if not directory.is_dir():
+        return []
+    out = []
+    for path in sorted(directory.glob(f"*{ARCHIVE_SUFFIX}")):
+        name, _, cluster_id = path.name.removesuffix(ARCHIVE_SUFFIX).rpartition(".")
+        if name and cluster_id and path.is_file():
+            out.append({"name": name, "id": cluster_id, "path": str(path)})
+    return out
 
 
 def runs_job(pid: int, spec: str) -> bool:
@@ -324,6 +344,7 @@ class BillingRunner:
             "clusters": [
                 cluster_source(c, [b.address for b in self.store.brokers(c.name)]) for c in clusters
             ],
+            "archives": await asyncio.to_thread(archive_sources, self.home),
         }
         if self.output.is_s3:
             try:

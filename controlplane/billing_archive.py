@@ -5,9 +5,10 @@ stop (after the meter sent the cluster's last minutes, ``metering.Meter.until_de
 the deletion copies every usage event the billing pipeline has not ingested yet — the
 records at and after the offsets of its last successful run, as ``cloudctl usage`` reads
 them — into ``$SLUICE_HOME/billing-archive/NAME.CLUSTER_ID.jsonl`` (one encoded event per
-line, 0600). The pipeline ingests every archive file beside the live topics (its rollup
-removes duplicates of a key, so an event that was also ingested from the topic counts once)
-and keeps the files: they are the deleted cluster's usage of record.
+line, 0600). Every billing run lists every archive file in its spec (``billing.py``) and the
+pipeline ingests them beside the live topics (its rollup removes duplicates of a key, so an
+event that was also ingested from the topic counts once) and keeps the files: they are the
+deleted cluster's usage of record.
 
 Reading takes at most ``kafka.request.timeout.ms`` per partition request; a cluster whose
 brokers do not answer loses what was not ingested yet (logged with the span it covers).
@@ -21,6 +22,7 @@ import os
 from pathlib import Path
 
 from controlplane import errors
+from controlplane.billing import ARCHIVE_DIR
 from controlplane.billing_usage import BillingReports
 from controlplane.kafka import KafkaResponseError
 from controlplane.metering import Meter
@@ -28,8 +30,6 @@ from controlplane.store import ClusterRecord
 from wire.usage import UsageEvent
 
 log = logging.getLogger("sluice.controlplane.billing")
-
-ARCHIVE_DIR = "billing-archive"
 
 
 def archive_path(home: Path, cluster: ClusterRecord) -> Path:

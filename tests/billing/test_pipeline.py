@@ -24,6 +24,7 @@ import json
 import random
 import zlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from pathlib import Path
@@ -40,6 +41,7 @@ from tests.billing.conftest import (
     USAGE_PARTITIONS,
     JobRun,
     consume_usage,
+    create_usage_topic,
     decoded_or_none,
     high_watermarks,
     produce,
@@ -326,6 +328,11 @@ def read_models(session: Any, out: Path, cluster: str) -> dict[int, tuple[str, s
     return {r["h"]: (r["broker_type"], r["model"]) for r in rows}
 
 
+def sink_of(out: Path, cluster: str, cluster_id: str = "") -> Path:
+    """The events sink of one incarnation of a cluster (the scenario's ids: ``id-<name>``)."""
+    return out / "events" / f"cluster={cluster}" / f"cluster_id={cluster_id or 'id-' + cluster}"
+
+
 def read_event_entries(session: Any, events_dir: Path) -> list[tuple[Any, ...]]:
     """The events table of one cluster (its sink log honoured), one tuple per row."""
     rows = (
@@ -492,7 +499,7 @@ class Scenario:
 
             self.runs["killed"] = run_job_until(spec, self.root / "killed.log", during_ingest)
             self.new_records = len(records)
-            self.after_kill = read_event_entries(self.session, self.out / "events/cluster=alpha")
+            self.after_kill = read_event_entries(self.session, sink_of(self.out, "alpha"))
         run = self.run("again")
         assert run.returncode == 0, (run.lines[-3:], run.stderr)
         return run
@@ -515,9 +522,7 @@ def check_tables(session: Any, sc: Scenario) -> None:
         )
         assert read_models(session, sc.out, cluster) == want_models, cluster
         # exactly once into the events table: each record's entries once, copies included
-        assert read_event_entries(
-            session, sc.out / "events" / f"cluster={cluster}"
-        ) == topic_entries(broker)
+        assert read_event_entries(session, sink_of(sc.out, cluster)) == topic_entries(broker)
         offsets = json.loads((sc.out / "offsets" / f"{cluster}.json").read_text())
         assert offsets == {"topic": "__sluice_usage", "offsets": high_watermarks(broker)}
 
@@ -696,6 +701,111 @@ def test_a_bad_rate_card_fails_naming_its_line(scenario: Scenario, tmp_path: Pat
     assert run.returncode == 1
     assert run.failed is not None
     assert f"{card}:{line}" in run.failed["message"], run.failed
+
+
+# --- a cluster created again under its name; archives of deleted clusters -----------------
+
+
+@pytest.fixture(scope="module")
+def reborn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The broker of cluster "alpha" created again: a new id, a new usage topic."""
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("billing-alpha-2") / "data", {"usage.metering.enable": "false"}
+    )
+    try:
+        proc.start()
+        create_usage_topic(proc)
+        yield proc
+    finally:
+        proc.stop()
+        proc.kill()
+
+
+def per_dimension(sums: Counter[tuple[Any, ...]], month: str) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for (hour, dimension, *_), quantity in sums.items():
+        if day_of(hour)[:7] == month:
+            out[dimension] += quantity
+    return out
+
+
+def archive_lines(events: list[bytes]) -> bytes:
+    return b"".join(e + b"\n" for e in events)
+
+
+def test_a_recreated_cluster_and_deleted_clusters_archives_are_billed_once(
+    session: Any, scenario: Scenario, reborn: BrokerProcess
+) -> None:
+    """alpha (id-alpha) deleted, its unbilled usage archived (copies of events the pipeline
+    read from its topic already, and events it never saw), then created again (id-alpha-2,
+    whose control-plane keys equal the old ones); delta deleted before any run read its topic.
+    Two runs: both incarnations of alpha and delta billed, each event once, and the second
+    run changes nothing."""
+    scenario.killed_and_again()
+    old_alpha = list(scenario.written["alpha"])
+    seen = [r[2] for r in old_alpha if decoded_or_none(r[2]) is not None][::25]
+    unseen = cluster_events("alpha", [T0 + 27 * HOUR_MS], [], seed=5, ticks=3)
+    delta = cluster_events("delta", [T0 + 2 * HOUR_MS], [], seed=6, ticks=2)
+    archives = scenario.root / "billing-archive"
+    archives.mkdir()
+    alpha_archive = archives / "alpha.id-alpha.jsonl"
+    alpha_archive.write_bytes(archive_lines(seen + [e.encode() for e in unseen]) + b"{not json\n")
+    delta_archive = archives / "delta.id-delta.jsonl"
+    delta_archive.write_bytes(archive_lines([e.encode() for e in delta]))
+    reborn_records = records_of(cluster_events("alpha", HOURS[4:], HOURS[4:], seed=7), 5)
+    produce(reborn, reborn_records)
+
+    doc = json.loads(scenario.spec("reborn").read_text())
+    (alpha,) = [c for c in doc["clusters"] if c["name"] == "alpha"]
+    alpha.update(id="id-alpha-2", bootstrap=reborn.bootstrap)
+    doc["archives"] = [
+        {"name": "alpha", "id": "id-alpha", "path": str(alpha_archive)},
+        {"name": "delta", "id": "id-delta", "path": str(delta_archive)},
+    ]
+    spec = write_spec(scenario.root / "reborn.json", doc)
+    first = run_job(spec, scenario.root / "reborn.log")
+    assert first.returncode == 0, (first.lines[-3:], first.stderr)
+    after_first = snapshot(scenario.out)
+    bad_line = len(seen) + len(unseen) + 1
+    log = (scenario.root / "reborn.log").read_text()
+    where = f"archive {alpha_archive} of alpha (id id-alpha)"
+    assert f"{where}: malformed usage event at line {bad_line} skipped" in log
+
+    out = scenario.out
+    want_alpha = expected_hourly(
+        old_alpha + [(0, e.key, e.encode()) for e in unseen]
+    ) + expected_hourly(reborn_records)
+    want_delta = expected_hourly([(0, e.key, e.encode()) for e in delta])
+    assert read_hourly(session, out, "alpha") == want_alpha
+    assert read_hourly(session, out, "delta") == want_delta
+    assert read_hourly(session, out, "beta") == expected_hourly(scenario.written["beta"])
+    # the old incarnation's sink kept its events; the new one has its own
+    assert read_event_entries(session, sink_of(out, "alpha")) == topic_entries(
+        scenario.clusters["alpha"]
+    )
+    assert read_event_entries(session, sink_of(out, "alpha", "id-alpha-2")) == topic_entries(reborn)
+    archived = [
+        r
+        for f in sorted((sink_of(out, "alpha") / "archive").rglob("*.parquet"))
+        for r in pq.read_table(f).to_pylist()
+    ]
+    assert {r["kafka_partition"] for r in archived} == {2**31 - 1}
+    assert len({r["key"] for r in archived}) == len(seen) + len(unseen)
+    offsets = json.loads((out / "offsets" / "alpha.json").read_text())
+    assert offsets["offsets"] == high_watermarks(reborn)
+    for month in ("2026-10", "2026-11"):
+        invoice = json.loads((out / "invoices" / f"{month}.json").read_text())
+        for cluster, want in (("alpha", want_alpha), ("delta", want_delta)):
+            got: Counter[str] = Counter()
+            for line in invoice["lines"]:
+                if line["cluster"] == cluster:
+                    got[line["dimension"]] += int(line["raw_quantity"])
+            assert got == per_dimension(want, month), (month, cluster)
+
+    again = run_job(spec, scenario.root / "reborn-again.log")
+    assert again.returncode == 0, (again.lines[-3:], again.stderr)
+    assert "invoices unchanged" in again.lines[-1]["message"]
+    assert snapshot(scenario.out) == after_first
 
 
 # --- the rollup's rules, in process -------------------------------------------------------
