@@ -3,8 +3,9 @@
 The output is a directory (default ``$SLUICE_HOME/billing``) or an ``s3://BUCKET/PREFIX``
 URI in the control plane's object store (the embedded S3 server, or ``--s3-endpoint``'s).
 Its layout is the pipeline's (billing/README.md): ``hourly/cluster=C/day=D/*.parquet``,
-``events/cluster=C/day=D/*.parquet`` (a Structured Streaming file sink, whose committed files
-``events/cluster=C/_spark_metadata/`` lists), ``invoices/YYYY-MM.json``,
+``events/cluster=C/cluster_id=I/day=D/*.parquet`` (one Structured Streaming file sink per
+cluster id, whose committed files its ``_spark_metadata/`` lists; the control plane does not
+read them), ``invoices/YYYY-MM.json``,
 ``offsets/C.json``. The control plane only reads it: :class:`OutputReader` lists files under
 a path and reads one, the same way for both kinds (S3 calls run in threads, never on the
 event loop: callers use ``asyncio.to_thread``).
