@@ -23,7 +23,6 @@ once the topic acknowledged them (acks=all, idempotent), in order, one at a time
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -48,6 +47,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEND_RETRY_S = 1.0
+STOP_WAIT_S = 2.0
+"""How long a stopping broker waits for each step of metering's shutdown."""
 Clock = Callable[[], float]
 """Seconds since the epoch (``time.time``); the one time source metering reads."""
 
@@ -106,25 +107,33 @@ class UsageMetering:
         self._sender = loop.create_task(self._send_loop())
 
     async def stop(self) -> None:
-        """Flush what was counted (spooled; sent if the topic takes it quickly)."""
+        """Flush what was counted (spooled; sent if the topic takes it within
+        ``STOP_WAIT_S``). Every wait is bounded: a send stuck in a retry never holds the
+        broker's shutdown (its event stays in the spool for the next start)."""
         if self._task is None:
             return
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        await self._flush(self.now_ms())
+        await asyncio.wait([self._task], timeout=STOP_WAIT_S)
+        try:
+            await self._flush(self.now_ms())
+        except OSError as exc:
+            log.error("usage could not be spooled at shutdown: %s", exc)
         self._wake.set()
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(self._drained(), 2.0)
-        if self._sender is not None:
-            self._sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sender
-
-    async def _drained(self) -> None:
         if self.spool.pending:
             self._empty.clear()
-            await self._empty.wait()
+            drained = asyncio.ensure_future(self._empty.wait())
+            await asyncio.wait([drained], timeout=STOP_WAIT_S)
+            drained.cancel()
+        if self._sender is not None:
+            self._sender.cancel()
+            done, _ = await asyncio.wait([self._sender], timeout=STOP_WAIT_S)
+            if not done:
+                log.warning(
+                    "the usage sender did not stop within %.0f s; %d unsent events stay in "
+                    "the spool for the next start",
+                    STOP_WAIT_S,
+                    len(self.spool.pending),
+                )
 
     # ------------------------------------------------------------------ flushing
 
