@@ -37,7 +37,13 @@ from cli.billing_formats import (
 )
 from cli.chart import ChartUnavailable, draw
 from cli.client import Api, ApiError, Env, explain
-from cli.options import FORMATS, add_global_options, complete_cluster, output_option
+from cli.options import (
+    FORMATS,
+    BareHelpGroup,
+    add_global_options,
+    complete_cluster,
+    output_option,
+)
 from cli.output import CliError, emit, progress
 from cli.timeopt import TIME
 from proto.sluice.v1 import billing_pb2 as pb
@@ -264,15 +270,9 @@ def cost_chart(
 # ---------------------------------------------------------------------- billing runs
 
 
-class BillingGroup(click.Group):
+class BillingGroup(BareHelpGroup):
     """``cloudctl billing`` alone prints its help, which lists the commands with their whole
     one-line help."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args and not ctx.resilient_parsing:
-            click.echo(ctx.get_help())
-            ctx.exit(0)
-        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [

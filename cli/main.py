@@ -30,7 +30,7 @@ from cli import (
     transform,
 )
 from cli.client import Env
-from cli.options import add_global_options, global_options
+from cli.options import BareHelpGroup, add_global_options, global_options
 from cli.output import CliError
 
 EXIT_USAGE = 2
@@ -52,7 +52,7 @@ SECTIONS = [
 ]
 
 
-class CloudctlGroup(click.Group):
+class CloudctlGroup(BareHelpGroup):
     """A click group whose errors are one line on stderr, whose help lists the commands by
     noun with their whole one-line help, and which prints that help when run alone."""
 
@@ -84,12 +84,6 @@ class CloudctlGroup(click.Group):
             click.echo("cloudctl: error: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
         sys.exit(result if isinstance(result, int) else 0)
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args and not ctx.resilient_parsing:
-            click.echo(ctx.get_help())
-            ctx.exit(0)
-        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         listed = set()

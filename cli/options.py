@@ -283,3 +283,14 @@ timeout_option = click.option(
     show_default=True,
     help="Seconds --wait waits before giving up (the operation goes on).",
 )
+
+
+class BareHelpGroup(click.Group):
+    """A command group that prints its help when run without a command (``cloudctl``,
+    ``cloudctl billing``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)

@@ -173,14 +173,22 @@ def open_log(path: Path, work: Path) -> BinaryIO:
     return path.open("ab")
 
 
-def write_private(path: Path, text: str) -> None:
-    """A 0600 file (from the start), replaced atomically."""
+def write_private(path: Path, content: str | bytes) -> None:
+    """A 0600 file (from the start), replaced atomically and durably (the file and its
+    directory fsynced)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
+    with os.fdopen(fd, "wb") as out:
+        out.write(content.encode() if isinstance(content, str) else content)
+        out.flush()
+        os.fsync(out.fileno())
     os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def last_line(path: Path, limit: int = 65536) -> str:

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
 
 from controlplane import errors
-from controlplane.billing import ARCHIVE_DIR
+from controlplane.billing import ARCHIVE_DIR, write_private
 from controlplane.billing_usage import BillingReports
 from controlplane.kafka import KafkaResponseError
 from controlplane.metering import Meter
@@ -37,24 +36,8 @@ def archive_path(home: Path, cluster: ClusterRecord) -> Path:
 
 
 def write_archive(path: Path, events: list[UsageEvent]) -> None:
-    """Write ``events`` (atomically: a temporary file renamed over ``path``, fsynced)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb", closefd=False) as out:
-            for event in events:
-                out.write(event.encode() + b"\n")
-            out.flush()
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write ``events``, one encoded event per line (0600, atomically, fsynced)."""
+    write_private(path, b"".join(event.encode() + b"\n" for event in events))
 
 
 class UsageArchiver:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -63,6 +64,15 @@ def ok(cloud: Cloud, *args: str, timeout: float = 300) -> str:
     done = cloud.run(*args, timeout=timeout)
     assert done.returncode == 0, f"cloudctl {' '.join(args)}: {done.stderr}"
     return done.stdout
+
+
+def usage_of_today(cloud: Cloud, *by: str) -> dict[str, Any]:
+    """`cloudctl usage` of the cluster from a day ago to an hour ahead, as JSON."""
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+    till = later.strftime("%Y-%m-%dT%H:%M:%SZ")
+    args = ("usage", "--cluster", CLUSTER, "--from", "-1d", "--to", till, *by, "-o", "json")
+    usage: dict[str, Any] = json.loads(ok(cloud, *args))
+    return usage
 
 
 def leaders(bootstrap: str) -> dict[int, str]:
@@ -255,23 +265,7 @@ def test_a_known_workload_is_metered_and_invoiced_exactly(cloud: Cloud) -> None:
     run = json.loads(ok(cloud, "billing", "run", "--wait", "-o", "json", timeout=600))
     assert run["state"] == "SUCCEEDED", run
 
-    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
-    usage = json.loads(
-        ok(
-            cloud,
-            "usage",
-            "--cluster",
-            CLUSTER,
-            "--from",
-            "-1d",
-            "--to",
-            later.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "--by",
-            "topic",
-            "-o",
-            "json",
-        )
-    )
+    usage = usage_of_today(cloud, "--by", "topic")
     raw: defaultdict[tuple[str, str], int] = defaultdict(int)
     for row in usage["rows"]:
         raw[row["dimension"], row["topic"]] += int(row["raw_quantity"])
@@ -359,21 +353,7 @@ def test_a_deleted_cluster_keeps_its_unbilled_usage(cloud: Cloud) -> None:
     for k, q in added.items():
         want[k] += q
     assert table_usage(output / "hourly" / f"cluster={CLUSTER}") == dict(want)
-    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
-    usage = json.loads(
-        ok(
-            cloud,
-            "usage",
-            "--cluster",
-            CLUSTER,
-            "--from",
-            "-1d",
-            "--to",
-            later.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "-o",
-            "json",
-        )
-    )
+    usage = usage_of_today(cloud)
     got: defaultdict[str, int] = defaultdict(int)
     for row in usage["rows"]:
         got[row["dimension"]] += int(row["raw_quantity"])
