@@ -14,6 +14,13 @@ is lost is sent again later with the same keys and the same contents: readers ke
 record per key. The topic is created when missing (1 partition, replication factor
 min(3, brokers), retention 30 days: as the brokers create it; TOPIC_ALREADY_EXISTS is fine).
 
+The same pass meters what clients read straight from the embedded object store
+(``spark_tiered_read_bytes``: ``tiered.read_meter``, whose counts the server writes every
+second): every minute that ended at least ``READS_LAG_MS`` ago, from the cluster's read
+cursor (``read_metering_cursors``) on, becomes one event of source ``objectstore`` (epoch 0,
+sequence = the minute's start) with one usage per topic; minutes nobody read send nothing.
+Reads from another object store (MinIO, S3) are not metered: only our server counts them.
+
 A pass meters at most ``metering.catchup.max.ms`` of history per cluster; older buckets
 are skipped with a warning that names them. A cluster being deleted is metered up to its
 end by :meth:`Meter.until_deleted`, which the reconciler's deletion calls before it stops
@@ -29,6 +36,7 @@ import contextlib
 import functools
 import logging
 import time
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -38,8 +46,9 @@ from controlplane.kafka import Admin, KafkaResponseError, on_any
 from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 from controlplane.usage_history import Clock
+from tiered.read_meter import Counts
 from wire.record_batch import encode_batch
-from wire.usage import BUCKET_MS, USAGE_TOPIC, UsageEvent
+from wire.usage import BUCKET_MS, USAGE_TOPIC, Dimension, Usage, UsageEvent
 
 log = logging.getLogger("sluice.controlplane.metering")
 
@@ -51,6 +60,26 @@ FAILURES = (KafkaResponseError, OSError, asyncio.IncompleteReadError, TimeoutErr
 next pass."""
 
 
+READS_SOURCE = "objectstore"
+"""The source of the object store's read events (``wire.usage``)."""
+READS_LAG_MS = 3_000
+"""How long after a minute ends its read counts are final: the server writes them every
+second (``tiered.read_meter.FLUSH_MS``), plus a margin."""
+
+
+def read_events(counts: Counts, bucket: str, start_ms: int, limit_ms: int) -> list[UsageEvent]:
+    """The read events of ``bucket`` for the minutes in ``[start_ms, limit_ms)``, in order."""
+    minutes: dict[int, list[Usage]] = {}
+    for (where, minute, topic), count in sorted(counts.items()):
+        if where == bucket and start_ms <= minute < limit_ms and count > 0:
+            usage = Usage(Dimension.SPARK_TIERED_READ_BYTES, count, topic=topic)
+            minutes.setdefault(minute, []).append(usage)
+    return [
+        UsageEvent(READS_SOURCE, 0, minute, minute, minute + BUCKET_MS, tuple(usage))
+        for minute, usage in sorted(minutes.items())
+    ]
+
+
 class LeaderNotAvailable(OSError):
     """The usage topic's partition has no leader among the cluster's brokers yet."""
 
@@ -58,10 +87,19 @@ class LeaderNotAvailable(OSError):
 class Meter:
     """The metering loop (``start`` / ``stop``) and the final pass of a deleted cluster."""
 
-    def __init__(self, store: Store, settings: Settings, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        clock: Clock = time.time,
+        reads: Callable[[], Counts] | None = None,
+    ) -> None:
+        """``reads``: what clients read from the embedded object store
+        (``ObjectStoreManager.read_counts``); None: nothing to meter."""
         self.store = store
         self.settings = settings
         self.clock = clock
+        self.reads = reads
         self.task: asyncio.Task[None] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._failing: dict[str, str] = {}
@@ -140,13 +178,21 @@ class Meter:
         return sent
 
     async def _meter(self, cluster: ClusterRecord) -> int:
-        db = self.store.db
-        cid = cluster.cluster_id
-        if cid not in self._topics and cluster.state is ClusterState.ACTIVE:
+        if cluster.cluster_id not in self._topics and cluster.state is ClusterState.ACTIVE:
             # the topic exists once the cluster runs, replicated as its first brokers allow
             await self._leader(cluster, self.store.brokers(cluster.name))
+        history = usage_history.load(
+            self.store.db,
+            cluster.cluster_id,
+            usage_history.cursor(self.store.db, cluster.cluster_id) or 0,
+        )
+        sent = await self._meter_capacity(cluster, history)
+        return sent + await self._meter_reads(cluster, history)
+
+    async def _meter_capacity(self, cluster: ClusterRecord, history: usage_history.History) -> int:
+        db = self.store.db
+        cid = cluster.cluster_id
         start = usage_history.cursor(db, cid)
-        history = usage_history.load(db, cid, start or 0)
         if start is None and not history.transitions:
             # recorded before the control plane metered: metered from now on
             usage_history.record_cluster(db, cluster.name, self.clock)
@@ -177,7 +223,37 @@ class Meter:
         usage_history.advance(db, cid, cluster.name, limit)
         return sent
 
-    def _cap(self, cluster: ClusterRecord, start: int, limit: int) -> int:
+    async def _meter_reads(self, cluster: ClusterRecord, history: usage_history.History) -> int:
+        """Send the read events of ``cluster``'s bucket for the minutes that are final."""
+        if self.reads is None or not cluster.s3_bucket:
+            return 0
+        db = self.store.db
+        cid = cluster.cluster_id
+        table = usage_history.READ_CURSORS
+        start = usage_history.cursor(db, cid, table)
+        if start is None:
+            start = usage_history.first_bucket(history)
+            if start is None:
+                return 0
+        now = usage_history.now_ms(self.clock) - READS_LAG_MS
+        limit = now - now % BUCKET_MS
+        if history.ended_at is not None:
+            limit = min(limit, usage_history.complete_until(history, limit + BUCKET_MS))
+        if limit <= start:
+            return 0
+        start = self._cap(cluster, start, limit, table)
+        events = read_events(await asyncio.to_thread(self.reads), cluster.s3_bucket, start, limit)
+        batch = self.settings.metering_batch_events
+        for i in range(0, len(events), batch):
+            chunk = events[i : i + batch]
+            await self._send(cluster, chunk)
+            usage_history.advance(db, cid, cluster.name, chunk[-1].end_ms, table)
+        usage_history.advance(db, cid, cluster.name, limit, table)
+        return len(events)
+
+    def _cap(
+        self, cluster: ClusterRecord, start: int, limit: int, table: str = usage_history.CURSORS
+    ) -> int:
         """The first bucket to meter: at most ``metering.catchup.max.ms`` before ``limit``."""
         most = max(BUCKET_MS, self.settings.metering_catchup_max_ms // BUCKET_MS * BUCKET_MS)
         if limit - start <= most:
@@ -192,7 +268,7 @@ class Meter:
             self.settings.metering_catchup_max_ms,
             _iso(skipped),
         )
-        usage_history.advance(self.store.db, cluster.cluster_id, cluster.name, skipped)
+        usage_history.advance(self.store.db, cluster.cluster_id, cluster.name, skipped, table)
         return skipped
 
     async def _send(self, cluster: ClusterRecord, events: list[UsageEvent]) -> None:

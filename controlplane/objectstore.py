@@ -52,6 +52,7 @@ from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.errors import ObjectNotFound, ObjectStoreError, ObjectStoreUnavailable, map_error
 from tiered.object_store import S3ObjectStore
+from tiered.read_meter import Counts, load_counts
 
 log = logging.getLogger("sluice.controlplane.objectstore")
 
@@ -256,6 +257,11 @@ class ObjectStoreManager:
         )
         return key
 
+    def read_counts(self) -> Counts:
+        """What clients read from the embedded server, by bucket, minute and topic
+        (``tiered.read_meter``); {} for another object store."""
+        return load_counts(self.data_dir) if self.embedded else {}
+
     def forget_cluster_keys(self, bucket: str) -> None:
         """Remove the keys of a deleted cluster's bucket (they stop working at once)."""
         if self.embedded:
@@ -444,7 +450,12 @@ class ObjectStoreManager:
         if not port_free(EMBEDDED_HOST, self.port):
             self._set_port(self._free_port(), self.port)
         server = EmbeddedS3(
-            self.data_dir, self.port, EMBEDDED_HOST, self.log_path, admin=self.admin_key()
+            self.data_dir,
+            self.port,
+            EMBEDDED_HOST,
+            self.log_path,
+            admin=self.admin_key(),
+            read_counts_retention_ms=self.settings.metering_catchup_max_ms,
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()

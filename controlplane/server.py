@@ -146,7 +146,7 @@ class ControlPlane:
             self.home, self.store, self.settings, self.s3_endpoint
         )
         self.manager = ClusterManager(self.store, self.settings, self.home, self.object_store)
-        self.meter = Meter(self.store, self.settings)
+        self.meter = Meter(self.store, self.settings, reads=self.object_store.read_counts)
         self.manager.final_meter = self.meter.until_deleted
         frontend = ClusterFrontend(self.store, self.manager, self.settings)
         timeout = self.settings.kafka_request_timeout_ms / 1000

@@ -30,7 +30,7 @@ from controlplane import usage_history
 from controlplane.states import ClientAuth, ClusterState, OperationState, OperationType
 from wire.sasl import SaslCredentials, load_credentials
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (

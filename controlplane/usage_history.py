@@ -72,7 +72,16 @@ CREATE TABLE IF NOT EXISTS metering_cursors (
     cluster        TEXT NOT NULL,
     next_bucket_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS read_metering_cursors (
+    cluster_id     TEXT PRIMARY KEY,
+    cluster        TEXT NOT NULL,
+    next_bucket_ms INTEGER NOT NULL
+);
 """
+CURSORS = "metering_cursors"
+"""The cursor of the capacity events (``broker_ms``, ``endpoint_ms``)."""
+READ_CURSORS = "read_metering_cursors"
+"""The cursor of the object store's read events (``spark_tiered_read_bytes``)."""
 
 Clock = Callable[[], float]
 
@@ -265,18 +274,27 @@ def load(db: sqlite3.Connection, cluster_id: str, since_ms: int = 0) -> History:
     )
 
 
-def cursor(db: sqlite3.Connection, cluster_id: str) -> int | None:
+def cursor(db: sqlite3.Connection, cluster_id: str, table: str = CURSORS) -> int | None:
     """The start of the next bucket to meter (every earlier one was sent), or None."""
+    assert table in (CURSORS, READ_CURSORS)
     row = db.execute(
-        "SELECT next_bucket_ms FROM metering_cursors WHERE cluster_id = ?", (cluster_id,)
+        f"SELECT next_bucket_ms FROM {table} WHERE cluster_id = ?",  # noqa: S608 - a constant
+        (cluster_id,),
     ).fetchone()
     return None if row is None else int(row[0])
 
 
-def advance(db: sqlite3.Connection, cluster_id: str, cluster: str, next_bucket_ms: int) -> None:
+def advance(
+    db: sqlite3.Connection,
+    cluster_id: str,
+    cluster: str,
+    next_bucket_ms: int,
+    table: str = CURSORS,
+) -> None:
     """Every bucket before ``next_bucket_ms`` is sent (never moves back)."""
+    assert table in (CURSORS, READ_CURSORS)
     db.execute(
-        "INSERT INTO metering_cursors (cluster_id, cluster, next_bucket_ms) VALUES (?, ?, ?)"
+        f"INSERT INTO {table} (cluster_id, cluster, next_bucket_ms) VALUES (?, ?, ?)"  # noqa: S608
         " ON CONFLICT(cluster_id) DO UPDATE SET next_bucket_ms ="
         " MAX(next_bucket_ms, excluded.next_bucket_ms)",
         (cluster_id, cluster, next_bucket_ms),

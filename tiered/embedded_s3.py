@@ -59,6 +59,7 @@ from typing import IO, Any
 
 from werkzeug.serving import make_server
 
+from tiered import read_meter
 from tiered.access_keys import KEYS_FILE, AccessKey, KeyFile, generate
 from tiered.s3_auth import SigV4Front
 
@@ -310,7 +311,14 @@ class DurableApp:
 # --- the server process ------------------------------------------------------------------
 
 
-def serve(data_dir: Path, host: str, port: int) -> None:
+def serve(
+    data_dir: Path,
+    host: str,
+    port: int,
+    *,
+    read_counts_flush_ms: int = read_meter.FLUSH_MS,
+    read_counts_retention_ms: int = read_meter.RETENTION_MS,
+) -> None:
     # buckets by path only, so the bucket a key's scope is checked against (SigV4Front) is the
     # one moto serves; moto reads the setting when it is imported, just below
     os.environ["S3_IGNORE_SUBDOMAIN_BUCKETNAME"] = "true"
@@ -327,8 +335,12 @@ def serve(data_dir: Path, host: str, port: int) -> None:
     started = time.monotonic()
     buckets, objects = mirror.load_into(s3_backends)
     install_hooks()
+    reads = read_meter.ReadCounts(data_dir, retention_ms=read_counts_retention_ms)
     app = SigV4Front(
-        DurableApp(DomainDispatcherApplication(create_backend_app), mirror), data_dir / KEYS_FILE
+        read_meter.ReadMeter(
+            DurableApp(DomainDispatcherApplication(create_backend_app), mirror), reads
+        ),
+        data_dir / KEYS_FILE,
     )
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     bound = server.server_address[1]
@@ -339,7 +351,16 @@ def serve(data_dir: Path, host: str, port: int) -> None:
         flush=True,
     )
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    server.serve_forever()
+    stopped = threading.Event()
+    flusher = threading.Thread(
+        target=reads.run, args=(read_counts_flush_ms, stopped), name="read-counts", daemon=True
+    )
+    flusher.start()
+    try:
+        server.serve_forever()
+    finally:
+        stopped.set()
+        flusher.join()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -347,8 +368,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    parser.add_argument(
+        "--read-counts-flush-ms",
+        type=int,
+        default=read_meter.FLUSH_MS,
+        help="how often the bytes read by clients are written to read-bytes.json",
+    )
+    parser.add_argument(
+        "--read-counts-retention-ms",
+        type=int,
+        default=read_meter.RETENTION_MS,
+        help="how long read-bytes.json keeps a minute's counts",
+    )
     args = parser.parse_args(argv)
-    serve(args.data_dir, args.host, args.port)
+    if args.read_counts_flush_ms <= 0 or args.read_counts_retention_ms <= 0:
+        parser.error("--read-counts-flush-ms and --read-counts-retention-ms must be positive")
+    serve(
+        args.data_dir,
+        args.host,
+        args.port,
+        read_counts_flush_ms=args.read_counts_flush_ms,
+        read_counts_retention_ms=args.read_counts_retention_ms,
+    )
 
 
 # --- starting it as a child process (control plane, tests, bench) ------------------------
@@ -370,9 +411,14 @@ class EmbeddedS3:
         host: str = "127.0.0.1",
         log_path: Path | None = None,
         admin: AccessKey | None = None,
+        *,
+        read_counts_retention_ms: int = read_meter.RETENTION_MS,
     ) -> None:
         """``admin``: the key allowed everything, written to the key file at ``start`` (none:
-        the file's admin key, or a new random one); ``self.admin`` is the one in use."""
+        the file's admin key, or a new random one); ``self.admin`` is the one in use.
+        ``read_counts_retention_ms``: how long the server keeps what clients read
+        (``tiered.read_meter``)."""
+        self.read_counts_retention_ms = read_counts_retention_ms
         self.data_dir = data_dir
         self.keys = KeyFile(data_dir / KEYS_FILE)
         self.admin = admin
@@ -406,6 +452,8 @@ class EmbeddedS3:
             self.host,
             "--port",
             str(self.port),
+            "--read-counts-retention-ms",
+            str(self.read_counts_retention_ms),
         ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

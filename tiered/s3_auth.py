@@ -52,6 +52,8 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _SPOOL_BYTES = 8 * 1024 * 1024
 _READ_CHUNK = 1024 * 1024
 _AUTH_FIELD = re.compile(r"(\w+)=([^,\s]+)")
+ACCESS_KEY_ENVIRON = "sluice.s3.access_key"
+"""Where ``SigV4Front`` leaves the request's ``AccessKey`` for the apps behind it."""
 
 
 class Refusal(Exception):
@@ -393,8 +395,9 @@ class SigV4Front:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         try:
-            _, signed = _check(environ, self.keys)
+            key, signed = _check(environ, self.keys)
             _verify_body(environ, signed.payload_hash)
+            environ[ACCESS_KEY_ENVIRON] = key
         except Refusal as refusal:
             body = error_body(refusal, str(environ.get("PATH_INFO") or "/"))
             head = str(environ.get("REQUEST_METHOD", "")).upper() == "HEAD"

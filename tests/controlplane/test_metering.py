@@ -11,7 +11,8 @@ import logging
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from cli.client import Env
 from cli.main import cloudctl
 from controlplane import usage_history
 from controlplane.config import Settings
-from controlplane.metering import Meter
+from controlplane.metering import READS_LAG_MS, READS_SOURCE, Meter
 from controlplane.states import ClusterState, OperationType
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 from controlplane.usage_history import (
@@ -34,7 +35,8 @@ from controlplane.usage_history import (
     complete_until,
 )
 from tests.controlplane.harness import ControlPlaneProcess, kill_everything_under, wait_until
-from wire.usage import BUCKET_MS, USAGE_TOPIC, Dimension, UsageEvent
+from tiered.read_meter import Counts
+from wire.usage import BUCKET_MS, USAGE_TOPIC, Dimension, Usage, UsageEvent
 
 B = 1_764_104_400_000
 """A bucket start (2025-11-25T21:00:00Z, also an hour start)."""
@@ -232,8 +234,14 @@ def test_endpoints_and_the_end_of_a_cluster(tmp_path: Path) -> None:
 class RecordingMeter(Meter):
     """The meter with its Kafka side replaced: what it would produce, one list per request."""
 
-    def __init__(self, store: Store, settings: Settings, now_ms: int) -> None:
-        super().__init__(store, settings, clock=lambda: self.now / 1000)
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        now_ms: int,
+        reads: Callable[[], Counts] | None = None,
+    ) -> None:
+        super().__init__(store, settings, clock=lambda: self.now / 1000, reads=reads)
         self.now = now_ms
         self.sent: list[list[UsageEvent]] = []
         self.fail_after: int | None = None
@@ -340,6 +348,57 @@ async def test_a_deleted_cluster_is_metered_to_its_end_at_once(tmp_path: Path) -
     assert usage_history.cursor(db.db, "id-m") == B + 2 * BUCKET_MS
     meter.now += 60 * BUCKET_MS
     assert await meter.meter(cluster) == 0, "nothing after the end"
+
+
+async def test_object_store_reads_are_metered_per_final_minute_and_topic(tmp_path: Path) -> None:
+    db, cluster = _metered(tmp_path, (B + 30_000, 1))
+    cluster = replace(cluster, s3_bucket="bkt")
+    counts: Counts = {
+        ("bkt", B, "t1"): 100,
+        ("bkt", B, "t2"): 5,
+        ("bkt", B + 2 * BUCKET_MS, "t1"): 7,
+        ("other", B + BUCKET_MS, "t1"): 999,
+        ("bkt", B + 3 * BUCKET_MS, "t1"): 1,
+    }
+    # B+3m ended less than READS_LAG_MS ago: its counts may still grow
+    now = B + 4 * BUCKET_MS + READS_LAG_MS - 1
+    meter = RecordingMeter(db, Settings(metering_batch_events=1), now, reads=lambda: counts)
+    assert await meter.meter(cluster) == 4 + 2, "4 capacity minutes, 2 read minutes"
+    reads = [e for batch in meter.sent for e in batch if e.source == READS_SOURCE]
+    assert [(e.sequence, e.start_ms, e.end_ms) for e in reads] == [
+        (B, B, B + BUCKET_MS),
+        (B + 2 * BUCKET_MS, B + 2 * BUCKET_MS, B + 3 * BUCKET_MS),
+    ]
+    assert [[(u.dimension, u.topic, u.quantity) for u in e.usage] for e in reads] == [
+        [
+            (Dimension.SPARK_TIERED_READ_BYTES, "t1", 100),
+            (Dimension.SPARK_TIERED_READ_BYTES, "t2", 5),
+        ],
+        [(Dimension.SPARK_TIERED_READ_BYTES, "t1", 7)],
+    ]
+    assert usage_history.cursor(db.db, "id-m", usage_history.READ_CURSORS) == B + 3 * BUCKET_MS
+    meter.sent.clear()
+    meter.now += 1
+    assert await meter.meter(cluster) == 1, "B+3m is final now; nothing sent twice"
+    assert [e.sequence for batch in meter.sent for e in batch] == [B + 3 * BUCKET_MS]
+    # a request that fails leaves its minutes to the next pass, sent the same
+    counts["bkt", B + 5 * BUCKET_MS, "t1"] = 3
+    meter.now = B + 6 * BUCKET_MS + READS_LAG_MS
+    meter.fail_after = 0
+    with pytest.raises(ConnectionRefusedError):
+        await meter.meter(cluster)
+    meter.fail_after = None
+    meter.sent.clear()
+    assert await meter.meter(cluster) == 2 + 1
+    (again,) = [e for batch in meter.sent for e in batch if e.source == READS_SOURCE]
+    assert again == UsageEvent(
+        READS_SOURCE,
+        0,
+        B + 5 * BUCKET_MS,
+        B + 5 * BUCKET_MS,
+        B + 6 * BUCKET_MS,
+        (Usage(Dimension.SPARK_TIERED_READ_BYTES, 3, topic="t1"),),
+    )
 
 
 async def test_a_deletion_whose_brokers_do_not_answer_says_what_is_lost(

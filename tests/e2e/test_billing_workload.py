@@ -7,6 +7,8 @@ the test knows:
 - fetched back from the leaders with raw Fetch requests: bytes out;
 - partition 0 read again from offset 0 once its closed segments live only in the object
   store: tiered retrieval (and bytes out again);
+- the topic read with Spark's `format("sluice")` from offset 0: its tiered segments straight
+  from the object store (Spark direct tiered reads, the `.log` objects of the tiered splits);
 - a broker added and removed: broker-hours.
 
 Then `cloudctl billing run --wait`, and every dimension is checked against what the test
@@ -38,10 +40,13 @@ from confluent_kafka.admin import AdminClient
 from billing.catalog import PricingModel
 from billing.ratecard import load_default
 from billing.units import divisor
+from spark.options import read_options
+from spark.planning import TieredSplit, plan
 from tests.cli.conftest import Cloud, running_cloud
 from tests.controlplane.harness import wait_until
 from tests.support.raw_client import RawClient
 from tests.support.records import fetch_request, partition_response, produce_request
+from tests.support.spark_session import local_session
 from wire.record_batch import Record, encode_batch
 from wire.usage import BUCKET_MS, HOUR_MS, USAGE_TOPIC, Dimension, UsageEvent
 
@@ -138,6 +143,50 @@ def local_start(cloud: Cloud, bootstrap: str, partition: int) -> int:
     (broker,) = [b for b in cluster["brokers"] if b["id"] == leader]
     logs = (Path(broker["data_dir"]) / f"{TOPIC}-{partition}").glob("*.log")
     return min(int(f.stem) for f in logs)
+
+
+def tiered_splits(options: dict[str, str]) -> list[TieredSplit]:
+    """The splits of a read planned now that come from the object store."""
+    planned = plan(read_options(options, streaming=False))
+    return [s for s in planned.splits if isinstance(s, TieredSplit)]
+
+
+def spark_read(cloud: Cloud) -> tuple[int, int]:
+    """The topic read with ``format("sluice")`` by cluster name, from offset 0 up to where
+    its tiered segments end (so that no byte comes through a broker: bytes out stay those
+    of the raw fetches), every record checked; returns when the read ended (ms) and the
+    bytes of the ``.log`` objects of its splits (each is read whole: smaller than one
+    ranged GET)."""
+    options = {
+        "sluice.cluster": CLUSTER,
+        "sluice.controlplane.endpoint": cloud.endpoint,
+        "sluice.controlplane.token": (cloud.home / "token").read_text().strip(),
+        "subscribe": TOPIC,
+    }
+    ends = dict.fromkeys(range(PARTITIONS), 0)
+    for split in tiered_splits(options):
+        ends[split.partition] = max(ends[split.partition], split.end)
+    options["endingOffsets"] = json.dumps({TOPIC: {str(p): n for p, n in ends.items()}})
+    planned = list(plan(read_options(options, streaming=False)).splits)
+    assert planned, "nothing tiered yet"
+    assert all(isinstance(s, TieredSplit) for s in planned), planned
+    rows = local_session().read.format("sluice").options(**options).load().collect()
+    assert len(rows) == sum(ends.values())
+    assert all(bytes(r["value"]) == VALUE for r in rows)
+    assert tiered_splits(options) == planned, "the same segments before and after the read"
+    return int(time.time() * 1000), sum(s.size_bytes for s in tiered_splits(options))
+
+
+def read_cursor(home: Path) -> int:
+    """Where the control plane's metering of object store reads is (0: nowhere yet)."""
+    db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
+    try:
+        row = db.execute(
+            "SELECT next_bucket_ms FROM read_metering_cursors WHERE cluster = ?", (CLUSTER,)
+        ).fetchone()
+    finally:
+        db.close()
+    return 0 if row is None else int(row[0])
 
 
 def broker_ms_recorded(home: Path) -> dict[int, int]:
@@ -255,12 +304,16 @@ def test_a_known_workload_is_metered_and_invoiced_exactly(cloud: Cloud) -> None:
     wait_until(lambda: local_start(cloud, bootstrap, 0) > 0 or None, 120, "partition 0 tiered")
     from_remote_start = fetch_all(where[0], 0)
     fetched += from_remote_start
+    read_directly = spark_read(cloud)
 
     ok(cloud, "update-broker-count", CLUSTER, "--brokers", "3", "--wait")
     ok(cloud, "update-broker-count", CLUSTER, "--brokers", "2", "--wait")
     # the minute in progress completes, and the brokers flush after it
     now_ms = int(time.time() * 1000)
     time.sleep((BUCKET_MS - now_ms % BUCKET_MS) / 1000 + 12)
+    wait_until(
+        lambda: read_cursor(cloud.home) > read_directly[0], 60, "the minute of the reads metered"
+    )
 
     run = json.loads(ok(cloud, "billing", "run", "--wait", "-o", "json", timeout=600))
     assert run["state"] == "SUCCEEDED", run
@@ -275,6 +328,7 @@ def test_a_known_workload_is_metered_and_invoiced_exactly(cloud: Cloud) -> None:
     # tiered already)
     assert 0 < raw["tiered_retrieval_bytes", TOPIC] <= fetched
     assert raw["replication_bytes", TOPIC] >= produced  # RF 2, plus the moves of scaling
+    assert raw["spark_tiered_read_bytes", TOPIC] == read_directly[1] > 0
     elapsed_ms = int(time.time() * 1000) - started_ms
     assert 0 < raw["hot_storage_byte_ms", TOPIC] <= 2 * 2 * produced * elapsed_ms
     assert 0 < raw["tiered_storage_byte_ms", TOPIC] <= produced * elapsed_ms
