@@ -84,8 +84,12 @@ lint: venv
 typecheck: venv
 	@$(VENV)/bin/mypy
 
+# The suite on TEST_WORKERS processes (pytest-xdist): most of a test's time is spent waiting
+# for brokers, JVMs and clocks, so two workers per core pay; a file's tests stay on one worker
+# (--dist loadfile), so its module fixtures are made once. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
 test: venv system-deps java-deps spark-kafka franz-go transform-guests lint typecheck
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:
 # building MinIO takes minutes and ~1 GB of Go modules).

@@ -25,6 +25,7 @@ from cli.options import (
     delete_options,
     output_option,
     parse_settings,
+    tag_option,
     timeout_option,
     wait_option,
 )
@@ -54,6 +55,11 @@ CLIENT_AUTH = {
 """``--client-auth`` / ``--auth`` values: MSK's client_authentication modes (each its own
 listener on every broker): PLAINTEXT, SASL_SSL with SCRAM-SHA-512, SSL with client
 certificates."""
+STORAGE_MODE = {
+    "": pb.STORAGE_MODE_UNSPECIFIED,
+    "local": pb.STORAGE_MODE_LOCAL,
+    "tiered": pb.STORAGE_MODE_TIERED,
+}
 
 
 def client_auth_option(*, required: bool) -> Callable[[F], F]:
@@ -189,6 +195,14 @@ def finish(api: Api, cluster: pb.Cluster, wait: bool, timeout: float, output: st
     "express.m7g.large, serverless (default kafka.m5.large; an unknown name gets the list). "
     "What the cluster's broker-hours are metered and billed as; the brokers are the same.",
 )
+@click.option(
+    "--storage-mode",
+    type=click.Choice(["local", "tiered"]),
+    default=None,
+    help="tiered: topics may move closed segments to the object store (remote.storage.enable); "
+    "local: local disks only (default: tiered when the control plane has an object store).",
+)
+@tag_option
 @client_auth_option(required=False)
 @config_option("Broker")
 @wait_option
@@ -201,6 +215,8 @@ def create_cluster(
     name: str,
     broker_count: int | None,
     broker_type: str,
+    storage_mode: str | None,
+    tags: tuple[str, ...],
     client_auth: tuple[str, ...],
     settings: tuple[str, ...],
     wait: bool,
@@ -219,6 +235,8 @@ def create_cluster(
         config=config,
         client_auth=[CLIENT_AUTH[m] for m in client_auth],
         broker_type=broker_type,
+        tags=parse_settings(tags, "--tag"),
+        storage_mode=STORAGE_MODE[storage_mode or ""],
     )
     if broker_count is not None:
         request.broker_count = broker_count
@@ -385,6 +403,26 @@ def update_cluster_config(
     finish(api, api.call(api.clusters.UpdateClusterConfig, request), wait, timeout, output)
 
 
+@click.command("tag-cluster")
+@cluster_argument
+@tag_option
+@click.option("--remove", multiple=True, metavar="KEY", help="Remove a tag; repeatable.")
+@output_option
+@click.pass_obj
+def tag_cluster(
+    env: Env, *, name: str, tags: tuple[str, ...], remove: tuple[str, ...], output: str
+) -> None:
+    """Add, change (--tag KEY=VALUE) or remove (--remove KEY) tags; nothing restarts."""
+    if not tags and not remove:
+        raise click.UsageError("give --tag KEY=VALUE or --remove KEY")
+    api = Api(env)
+    current = api.call(api.clusters.GetCluster, pb.GetClusterRequest(name=name))
+    wanted = {k: v for k, v in current.tags.items() if k not in remove}
+    wanted.update(parse_settings(tags, "--tag"))
+    request = pb.UpdateClusterTagsRequest(name=name, tags=wanted)
+    show(api.call(api.clusters.UpdateClusterTags, request), output)
+
+
 @click.command("update-cluster-security")
 @cluster_argument
 @client_auth_option(required=True)
@@ -487,6 +525,7 @@ COMMANDS = [
     update_broker_count,
     update_cluster_config,
     update_cluster_security,
+    tag_cluster,
     reboot_broker,
     delete_cluster,
 ]

@@ -243,6 +243,16 @@ def config_option(what: str, *, alias: bool = False) -> Callable[[F], F]:
     return decorate
 
 
+tag_option = click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A tag of the cluster (MSK's tags); repeatable.",
+)
+"""``--tag KEY=VALUE`` (repeatable) on the cluster commands that set tags."""
+
+
 # ---------------------------------------------------------------------- deletes
 
 

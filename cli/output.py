@@ -189,10 +189,19 @@ def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
         "log_dir": cluster.log_dir,
         "operation_id": cluster.operation_id,
         "config": dict(sorted(cluster.config.items())),
+        "tags": dict(sorted(cluster.tags.items())),
+        "storage_mode": storage_mode_name(cluster.storage_mode),
         "object_store": object_store_json(cluster),
         "created_at": rfc3339(cluster.created_at),
         "updated_at": rfc3339(cluster.updated_at),
     }
+
+
+def storage_mode_name(mode: int) -> str:
+    """``LOCAL`` / ``TIERED`` (MSK's names); "" when unset."""
+    if mode == clusters_pb2.STORAGE_MODE_UNSPECIFIED:
+        return ""
+    return clusters_pb2.StorageMode.Name(mode).removeprefix("STORAGE_MODE_")
 
 
 def running(cluster: clusters_pb2.Cluster) -> int:
@@ -220,6 +229,8 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
             ("bootstrap", cluster.bootstrap_brokers),
             ("client auth", client_auth_text(cluster)),
             ("config", config_text(cluster.config)),
+            ("tags", config_text(cluster.tags) if cluster.tags else "(none)"),
+            ("storage mode", storage_mode_name(cluster.storage_mode).lower() or "-"),
             ("object store", object_store_text(cluster)),
             ("logs", f"{cluster.log_dir or '-'} (`cloudctl logs {cluster.name}`)"),
             ("created", rfc3339(cluster.created_at)),

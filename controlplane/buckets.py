@@ -10,7 +10,7 @@ import time
 
 from controlplane.objectstore import ObjectStoreManager, bucket_name
 from controlplane.reconcile_base import ReconcilerBase, log
-from controlplane.states import ClusterState
+from controlplane.states import ClusterState, StorageMode
 from controlplane.store import ClusterRecord
 from tiered.errors import ObjectStoreError
 
@@ -23,7 +23,7 @@ class Buckets(ReconcilerBase):
         retry, local data is kept). Clusters recorded before buckets existed get one here.
         """
         objects = self.manager.object_store
-        if objects is None or self.bucket_ready:
+        if objects is None or self.bucket_ready or cluster.storage_mode is StorageMode.LOCAL:
             return cluster
         if not cluster.s3_bucket:
             cluster = self.store.update_cluster(

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 
-from controlplane.errors import InvalidBrokerCount, InvalidConfig, InvalidName
+from controlplane.errors import BadRequest, InvalidBrokerCount, InvalidConfig, InvalidName
 from dataplane.config import BROKER_CONFIGS
 from wire.errors import InvalidConfig as BrokerInvalidConfig
 
@@ -47,6 +47,8 @@ class Settings:
     """Most brokers in one cluster (MSK's default quota is 30 per account; a laptop is smaller)."""
     cluster_default_brokers: int = 3
     """Brokers of a cluster created without a broker count."""
+    cluster_max_tags: int = 50
+    """Most tags on one cluster (MSK's limit per resource)."""
     broker_host: str = "127.0.0.1"
     """Address brokers listen on and advertise."""
     broker_ready_timeout_ms: int = 30_000
@@ -165,6 +167,36 @@ def validate_cluster_name(name: str) -> None:
             "not starting with a hyphen",
             cluster=name,
         )
+
+
+TAG_KEY_MAX = 128
+TAG_VALUE_MAX = 256
+
+
+def validate_tags(tags: Mapping[str, str], settings: Settings, cluster: str) -> dict[str, str]:
+    """Tags as MSK takes them: at most ``cluster.max.tags``; keys of 1-128 characters, not
+    starting with ``aws:``; values of at most 256 characters."""
+    if len(tags) > settings.cluster_max_tags:
+        raise BadRequest(
+            f"{len(tags)} tags: a cluster has at most {settings.cluster_max_tags} "
+            "(cluster.max.tags)",
+            cluster=cluster,
+        )
+    for key, value in tags.items():
+        if not 1 <= len(key) <= TAG_KEY_MAX or key.lower().startswith("aws:"):
+            raise BadRequest(
+                f"tag key {key[:TAG_KEY_MAX]!r}: 1-{TAG_KEY_MAX} characters, not starting "
+                "with 'aws:'",
+                cluster=cluster,
+                key=key[:TAG_KEY_MAX],
+            )
+        if len(value) > TAG_VALUE_MAX:
+            raise BadRequest(
+                f"tag {key!r}: a value of at most {TAG_VALUE_MAX} characters",
+                cluster=cluster,
+                key=key,
+            )
+    return dict(sorted(tags.items()))
 
 
 def validate_broker_count(count: int, settings: Settings, cluster: str = "") -> None:

@@ -22,11 +22,12 @@ from controlplane.config import (
     validate_broker_count,
     validate_cluster_name,
     validate_config_keys,
+    validate_tags,
 )
 from controlplane.objectstore import bucket_name
 from controlplane.process import free_port
 from controlplane.reconciler import ClusterManager
-from controlplane.states import ClientAuth, ClusterState, OperationType
+from controlplane.states import ClientAuth, ClusterState, OperationType, StorageMode
 from controlplane.store import (
     BrokerRecord,
     ClusterRecord,
@@ -94,11 +95,24 @@ class ClusterFrontend:
         config: Mapping[str, str],
         client_auth: Sequence[ClientAuth] = (),
         broker_type: str = "",
+        *,
+        tags: Mapping[str, str] | None = None,
+        storage_mode: StorageMode | None = None,
     ) -> ClusterRecord:
+        """``storage_mode`` None: TIERED when the control plane has an object store."""
         validate_cluster_name(name)
         count = self.settings.cluster_default_brokers if broker_count is None else broker_count
         validate_broker_count(count, self.settings, name)
         kind = validate_broker_type(broker_type, name)
+        labels = validate_tags(tags or {}, self.settings, name)
+        objects = self.manager.object_store
+        if storage_mode is StorageMode.TIERED and objects is None:
+            raise errors.PreconditionFailed(
+                f"cluster {name!r}: storage mode TIERED needs an object store, and this control "
+                "plane runs without one (start it with one, or ask for LOCAL)",
+                cluster=name,
+            )
+        tiered = objects is not None and storage_mode is not StorageMode.LOCAL
         checked = validate_broker_config(config, name)
         modes = cluster_security.parse_modes(client_auth, name, default=True)
         existing = self.store.get_cluster(name)
@@ -107,7 +121,6 @@ class ClusterFrontend:
                 f"cluster {name!r} already exists (state {existing.state})", cluster=name
             )
         cluster_id = new_cluster_id()
-        objects = self.manager.object_store
         operation = OperationRecord(
             id=new_operation_id(),
             cluster=name,
@@ -128,11 +141,13 @@ class ClusterFrontend:
             operation_id=operation.id,
             state_message=f"starting {count} broker(s)",
             # the reconciler creates the bucket; brokers get the settings once they take them
-            s3_endpoint=objects.endpoint if objects is not None else "",
-            s3_bucket=bucket_name(name, cluster_id) if objects is not None else "",
+            s3_endpoint=objects.endpoint if objects is not None and tiered else "",
+            s3_bucket=bucket_name(name, cluster_id) if objects is not None and tiered else "",
             voters=choose_voters(range(count)),
             client_auth=modes,
             broker_type=kind,
+            tags=labels,
+            storage_mode=StorageMode.TIERED if tiered else StorageMode.LOCAL,
         )
         if cluster_security.needs_internal_user(modes):
             credentials = cluster_security.create_internal_user(self.manager.cluster_dir(cluster))
@@ -157,6 +172,16 @@ class ClusterFrontend:
                 "retry when it is ACTIVE",
                 cluster=cluster.name,
             )
+
+    def update_tags(self, name: str, tags: Mapping[str, str]) -> ClusterRecord:
+        """Replace the cluster's tags (any state but DELETING; nothing restarts)."""
+        cluster = self.get(name)
+        labels = validate_tags(tags, self.settings, name)
+        if cluster.state is ClusterState.DELETING:
+            raise errors.ClusterNotReady(
+                f"cluster {name!r} is being deleted: its tags cannot change", cluster=name
+            )
+        return self.store.update_cluster(name, tags=labels)
 
     def delete(self, name: str) -> ClusterRecord:
         cluster = self.get(name)

@@ -132,6 +132,25 @@ class ClientAuth(enum.StrEnum):
             raise ValueError(f"no client auth mode for sluice.v1.ClientAuth {value}") from None
 
 
+class StorageMode(enum.StrEnum):
+    """Where a cluster's topics may keep their data (MSK's storage_mode). A TIERED cluster
+    has a bucket in the control plane's object store; a LOCAL one has none (so a cluster's
+    mode is whether it has a bucket: ``ClusterRecord.storage_mode``)."""
+
+    LOCAL = "LOCAL"
+    TIERED = "TIERED"
+
+    def to_proto(self) -> pb.StorageMode:
+        return pb.STORAGE_MODE_TIERED if self is StorageMode.TIERED else pb.STORAGE_MODE_LOCAL
+
+    @classmethod
+    def from_proto(cls, value: int) -> StorageMode | None:
+        """None for UNSPECIFIED (the control plane's default)."""
+        return {pb.STORAGE_MODE_LOCAL: cls.LOCAL, pb.STORAGE_MODE_TIERED: cls.TIERED}.get(
+            pb.StorageMode.ValueType(value)
+        )
+
+
 _CLIENT_AUTH_TO_PROTO: dict[ClientAuth, pb.ClientAuth] = {
     ClientAuth.NONE: pb.CLIENT_AUTH_NONE,
     ClientAuth.SCRAM: pb.CLIENT_AUTH_SCRAM,

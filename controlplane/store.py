@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from controlplane import usage_history
-from controlplane.states import ClientAuth, ClusterState, OperationState, OperationType
+from controlplane.states import (
+    ClientAuth,
+    ClusterState,
+    OperationState,
+    OperationType,
+    StorageMode,
+)
 from wire.sasl import SaslCredentials, load_credentials
 
 SCHEMA_VERSION = 8
@@ -131,6 +137,8 @@ ADDED_COLUMNS = (
     ("brokers", "scram_port", "INTEGER NOT NULL DEFAULT 0"),
     ("brokers", "tls_port", "INTEGER NOT NULL DEFAULT 0"),
     ("clusters", "broker_type", "TEXT NOT NULL DEFAULT 'kafka.m5.large'"),
+    ("clusters", "tags", "TEXT NOT NULL DEFAULT '{}'"),
+    ("clusters", "storage_mode", "TEXT NOT NULL DEFAULT 'TIERED'"),
 )
 
 BROKER_ROWS = (
@@ -203,6 +211,16 @@ class ClusterRecord:
     only peers that prove the password), so such brokers restart together."""
     broker_type: str = "kafka.m5.large"
     """Instance type of its brokers (MSK's names, ``billing.catalog``): what broker_ms bills."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Labels (MSK's tags), sorted by key."""
+    storage_mode: StorageMode = StorageMode.TIERED
+    """As asked: a TIERED cluster gets a bucket when the control plane has an object store
+    (:attr:`effective_storage_mode`); a LOCAL one never does."""
+
+    @property
+    def effective_storage_mode(self) -> StorageMode:
+        """TIERED when the cluster has a bucket (its remote tier), else LOCAL."""
+        return StorageMode.TIERED if self.s3_bucket else StorageMode.LOCAL
 
     @property
     def secured(self) -> bool:
@@ -340,8 +358,8 @@ class Store:
                 "INSERT INTO clusters (name, cluster_id, state, state_message, operation,"
                 " broker_count, config, config_version, created_at, updated_at, s3_endpoint,"
                 " s3_bucket, voters, operation_id, client_auth, internal_credentials,"
-                " inter_broker_version, broker_type)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " inter_broker_version, broker_type, tags, storage_mode)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cluster.name,
                     cluster.cluster_id,
@@ -361,6 +379,8 @@ class Store:
                     cluster.internal_credentials,
                     cluster.inter_broker_version,
                     cluster.broker_type,
+                    json.dumps(dict(cluster.tags), sort_keys=True),
+                    cluster.storage_mode.value,
                 ),
             )
             self._insert_brokers(db, brokers)
@@ -384,7 +404,7 @@ class Store:
             "UPDATE clusters SET state = ?, state_message = ?, operation = ?, broker_count = ?,"
             " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?,"
             " voters = ?, operation_id = ?, client_auth = ?, internal_credentials = ?,"
-            " inter_broker_version = ? WHERE name = ?",
+            " inter_broker_version = ?, tags = ? WHERE name = ?",
             (
                 updated.state.value,
                 updated.state_message,
@@ -400,6 +420,7 @@ class Store:
                 _modes(updated.client_auth),
                 updated.internal_credentials,
                 updated.inter_broker_version,
+                json.dumps(dict(updated.tags), sort_keys=True),
                 name,
             ),
         )
@@ -632,6 +653,8 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
         internal_credentials=row["internal_credentials"],
         inter_broker_version=row["inter_broker_version"],
         broker_type=row["broker_type"],
+        tags=json.loads(row["tags"]),
+        storage_mode=StorageMode(row["storage_mode"]),
     )
 
 

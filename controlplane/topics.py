@@ -37,7 +37,7 @@ from controlplane.kafka import (
     on_any,
 )
 from controlplane.objectstore import ObjectStoreManager
-from controlplane.states import ClusterState
+from controlplane.states import ClusterState, StorageMode
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 from dataplane.config import TOPIC_CONFIGS
 from dataplane.config.rules import validate_topic_configs
@@ -167,6 +167,25 @@ def map_kafka_error(exc: KafkaResponseError, cluster: str, topic: str) -> errors
     return errors.KafkaError(f"{exc} (cluster {cluster!r})", **about, kafkaError=code.name)
 
 
+def check_storage_mode(cluster: ClusterRecord, config: Mapping[str, str], topic: str) -> None:
+    """A topic of a cluster without a remote tier cannot ask for one."""
+    wanted = config.get("remote.storage.enable", "").strip().lower() == "true"
+    if wanted and cluster.effective_storage_mode is StorageMode.LOCAL:
+        why = (
+            "its storage mode is LOCAL"
+            if cluster.storage_mode is StorageMode.LOCAL
+            else "the control plane runs without an object store"
+        )
+        raise errors.PreconditionFailed(
+            f"topic {topic!r}: remote.storage.enable=true needs a cluster with tiered storage, "
+            f"and cluster {cluster.name!r} has none ({why}); create the cluster with "
+            "--storage-mode tiered",
+            cluster=cluster.name,
+            topic=topic,
+            key="remote.storage.enable",
+        )
+
+
 def validate_topic_config(
     config: dict[str, str], remove: Sequence[str] = (), *, cluster: str = "", topic: str = ""
 ) -> None:
@@ -294,6 +313,7 @@ class TopicOps:
                 topic=name,
             )
         validate_topic_config(config, cluster=cluster_name, topic=name)
+        check_storage_mode(cluster, config, name)
         factor, config = self.topic_defaults(cluster, len(brokers), replication_factor, config)
         await self._on_any(
             brokers,
@@ -477,8 +497,9 @@ class TopicOps:
     async def alter_topic_config(
         self, cluster_name: str, name: str, config: dict[str, str], remove: list[str]
     ) -> TopicView:
-        _, brokers = self._cluster(cluster_name, change=True)
+        cluster, brokers = self._cluster(cluster_name, change=True)
         validate_topic_config(config, remove, cluster=cluster_name, topic=name)
+        check_storage_mode(cluster, config, name)
         await self._on_any(
             brokers,
             "alter configs",

@@ -13,7 +13,7 @@ from controlplane.ca import CertificateAuthority
 from controlplane.endpoints import EndpointOps
 from controlplane.frontend import ClusterFrontend
 from controlplane.reconciler import ClusterManager
-from controlplane.states import BrokerState, ClientAuth, ClusterState
+from controlplane.states import BrokerState, ClientAuth, ClusterState, StorageMode
 from controlplane.store import ClusterRecord
 from proto.sluice.v1 import clusters_pb2 as pb
 from proto.sluice.v1 import clusters_pb2_grpc as pb_grpc
@@ -50,6 +50,8 @@ class ClustersService(pb_grpc.ClustersServicer):
             bootstrap_brokers=cluster_security.bootstrap(cluster, brokers, cluster.client_auth[0]),
             client_auth=[mode.to_proto() for mode in cluster.client_auth],
             broker_type=cluster.broker_type,
+            tags=dict(cluster.tags),
+            storage_mode=cluster.effective_storage_mode.to_proto(),
             config=cluster.config,
             operation=cluster.operation,
             operation_id=cluster.operation_id,
@@ -121,8 +123,16 @@ class ClustersService(pb_grpc.ClustersServicer):
             dict(request.config),
             modes(request.client_auth),
             request.broker_type,
+            tags=dict(request.tags),
+            storage_mode=StorageMode.from_proto(request.storage_mode),
         )
         return self.to_pb(cluster)
+
+    @rpc
+    async def UpdateClusterTags(
+        self, request: pb.UpdateClusterTagsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        return self.to_pb(self.frontend.update_tags(request.name, dict(request.tags)))
 
     @rpc
     async def GetCluster(

@@ -49,6 +49,7 @@ CLUSTER_COMMANDS = {
     "update-broker-count",
     "update-cluster-config",
     "update-cluster-security",
+    "tag-cluster",
     "reboot-broker",
     "delete-cluster",
     "list-operations",

@@ -39,6 +39,8 @@ CLUSTER_KEYS = {
     "brokers",
     "config",
     "object_store",
+    "tags",
+    "storage_mode",
     "created_at",
     "updated_at",
     "log_dir",

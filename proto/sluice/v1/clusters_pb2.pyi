@@ -7,6 +7,12 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class StorageMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STORAGE_MODE_UNSPECIFIED: _ClassVar[StorageMode]
+    STORAGE_MODE_LOCAL: _ClassVar[StorageMode]
+    STORAGE_MODE_TIERED: _ClassVar[StorageMode]
+
 class ClientAuth(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CLIENT_AUTH_UNSPECIFIED: _ClassVar[ClientAuth]
@@ -32,6 +38,9 @@ class BrokerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BROKER_STATE_RUNNING: _ClassVar[BrokerState]
     BROKER_STATE_STOPPING: _ClassVar[BrokerState]
     BROKER_STATE_STOPPED: _ClassVar[BrokerState]
+STORAGE_MODE_UNSPECIFIED: StorageMode
+STORAGE_MODE_LOCAL: StorageMode
+STORAGE_MODE_TIERED: StorageMode
 CLIENT_AUTH_UNSPECIFIED: ClientAuth
 CLIENT_AUTH_NONE: ClientAuth
 CLIENT_AUTH_SCRAM: ClientAuth
@@ -85,8 +94,15 @@ class Broker(_message.Message):
     def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[_Union[BrokerState, str]] = ..., pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., restarts: _Optional[int] = ..., log_path: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth", "broker_type")
+    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth", "broker_type", "tags", "storage_mode")
     class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +125,8 @@ class Cluster(_message.Message):
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
     BROKER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_MODE_FIELD_NUMBER: _ClassVar[int]
     name: str
     cluster_id: str
     state: ClusterState
@@ -125,7 +143,9 @@ class Cluster(_message.Message):
     operation_id: str
     client_auth: _containers.RepeatedScalarFieldContainer[ClientAuth]
     broker_type: str
-    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    storage_mode: StorageMode
+    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ...) -> None: ...
 
 class ObjectStore(_message.Message):
     __slots__ = ("endpoint", "bucket", "region", "embedded", "access_key_id", "secret_access_key")
@@ -144,8 +164,15 @@ class ObjectStore(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., bucket: _Optional[str] = ..., region: _Optional[str] = ..., embedded: bool = ..., access_key_id: _Optional[str] = ..., secret_access_key: _Optional[str] = ...) -> None: ...
 
 class CreateClusterRequest(_message.Message):
-    __slots__ = ("name", "broker_count", "config", "client_auth", "broker_type")
+    __slots__ = ("name", "broker_count", "config", "client_auth", "broker_type", "tags", "storage_mode")
     class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -157,12 +184,31 @@ class CreateClusterRequest(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
     BROKER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_MODE_FIELD_NUMBER: _ClassVar[int]
     name: str
     broker_count: int
     config: _containers.ScalarMap[str, str]
     client_auth: _containers.RepeatedScalarFieldContainer[ClientAuth]
     broker_type: str
-    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ...) -> None: ...
+    tags: _containers.ScalarMap[str, str]
+    storage_mode: StorageMode
+    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ...) -> None: ...
+
+class UpdateClusterTagsRequest(_message.Message):
+    __slots__ = ("name", "tags")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tags: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetClusterRequest(_message.Message):
     __slots__ = ("name",)

@@ -84,6 +84,11 @@ class ClustersStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterSecurityRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
                 _registered_method=True)
+        self.UpdateClusterTags = channel.unary_unary(
+                '/sluice.v1.Clusters/UpdateClusterTags',
+                request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterTagsRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
+                _registered_method=True)
 
 
 class ClustersServicer(object):
@@ -166,6 +171,15 @@ class ClustersServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateClusterTags(self, request, context):
+        """Replaces the cluster's tags with the given ones (an empty map removes them all); takes
+        effect at once, in any state but DELETING (tags change nothing the brokers do).
+        INVALID_ARGUMENT for a tag that breaks the rules of CreateClusterRequest.tags.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClustersServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +231,11 @@ def add_ClustersServicer_to_server(servicer, server):
             'UpdateClusterSecurity': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateClusterSecurity,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterSecurityRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
+            ),
+            'UpdateClusterTags': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateClusterTags,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterTagsRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
             ),
     }
@@ -489,6 +508,33 @@ class Clusters(object):
             target,
             '/sluice.v1.Clusters/UpdateClusterSecurity',
             proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterSecurityRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateClusterTags(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.Clusters/UpdateClusterTags',
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterTagsRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
             options,
             channel_credentials,
