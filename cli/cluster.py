@@ -18,9 +18,11 @@ from typing import Any, TypeVar
 import click
 
 from cli.client import Api, ApiError, Env, explain
+from cli.configuration import parse_reference
 from cli.options import (
     cluster_argument,
     config_option,
+    configuration_option,
     confirm,
     delete_options,
     output_option,
@@ -203,6 +205,10 @@ def finish(api: Api, cluster: pb.Cluster, wait: bool, timeout: float, output: st
     "local: local disks only (default: tiered when the control plane has an object store).",
 )
 @tag_option
+@configuration_option(
+    "Start with the settings of this configuration revision (default revision: the latest); "
+    "--config wins where both set a key."
+)
 @client_auth_option(required=False)
 @config_option("Broker")
 @wait_option
@@ -217,6 +223,7 @@ def create_cluster(
     broker_type: str,
     storage_mode: str | None,
     tags: tuple[str, ...],
+    configuration: str | None,
     client_auth: tuple[str, ...],
     settings: tuple[str, ...],
     wait: bool,
@@ -240,6 +247,9 @@ def create_cluster(
     )
     if broker_count is not None:
         request.broker_count = broker_count
+    if configuration is not None:
+        name_, revision = parse_reference(configuration)
+        request.configuration_info.CopyFrom(pb.ConfigurationInfo(name=name_, revision=revision))
     finish(api, api.call(api.clusters.CreateCluster, request), wait, timeout, output)
 
 
@@ -379,6 +389,11 @@ def update_broker_count(
 @click.option(
     "--remove", multiple=True, metavar="KEY", help="Return a setting to its default; repeatable."
 )
+@configuration_option(
+    "Move to this configuration revision (default revision: the latest): the settings the "
+    "cluster had from its previous revision are replaced, the others kept. Not with "
+    "--config or --remove."
+)
 @wait_option
 @timeout_option
 @output_option
@@ -390,15 +405,27 @@ def update_cluster_config(
     settings: tuple[str, ...],
     legacy_settings: tuple[str, ...],
     remove: tuple[str, ...],
+    configuration: str | None,
     wait: bool,
     timeout: float,
     output: str,
 ) -> None:
     """Change broker settings; applied by a rolling restart, one broker at a time."""
-    if not settings and not legacy_settings and not remove:
-        raise click.UsageError("give --config KEY=VALUE or --remove KEY")
-    config = _settings(settings, legacy_settings)
+    explicit = settings or legacy_settings or remove
+    if configuration is not None and explicit:
+        raise click.UsageError("give --configuration, or --config/--remove: not both")
     api = Api(env)
+    if configuration is not None:
+        name_, revision = parse_reference(configuration)
+        moved = pb.UpdateClusterConfigurationRequest(
+            name=name, configuration_info=pb.ConfigurationInfo(name=name_, revision=revision)
+        )
+        cluster = api.call(api.clusters.UpdateClusterConfiguration, moved)
+        finish(api, cluster, wait, timeout, output)
+        return
+    if not explicit:
+        raise click.UsageError("give --config KEY=VALUE, --remove KEY or --configuration NAME")
+    config = _settings(settings, legacy_settings)
     request = pb.UpdateClusterConfigRequest(name=name, config=config, remove=list(remove))
     finish(api, api.call(api.clusters.UpdateClusterConfig, request), wait, timeout, output)
 

@@ -18,6 +18,7 @@ import click
 from cli import (
     billing,
     cluster,
+    configuration,
     context,
     daemon,
     data,
@@ -42,6 +43,7 @@ them off)."""
 SECTIONS = [
     ("Control plane", daemon.COMMANDS + context.COMMANDS),
     ("Clusters (NAME argument)", cluster.COMMANDS + operation.COMMANDS + logs.COMMANDS),
+    ("Configurations (of every cluster)", configuration.COMMANDS),
     ("Topics (--cluster C)", topic.COMMANDS),
     ("Consumer groups (--cluster C)", group.COMMANDS),
     ("Records (--cluster C)", data.COMMANDS),

@@ -243,6 +243,11 @@ def config_option(what: str, *, alias: bool = False) -> Callable[[F], F]:
     return decorate
 
 
+def configuration_option(help_text: str) -> Callable[[F], F]:
+    """``--configuration NAME[:REVISION]`` (cli.configuration.parse_reference reads it)."""
+    return click.option("--configuration", default=None, metavar="NAME[:REVISION]", help=help_text)
+
+
 tag_option = click.option(
     "--tag",
     "tags",

@@ -191,10 +191,19 @@ def cluster_json(cluster: clusters_pb2.Cluster) -> dict[str, Any]:
         "config": dict(sorted(cluster.config.items())),
         "tags": dict(sorted(cluster.tags.items())),
         "storage_mode": storage_mode_name(cluster.storage_mode),
+        "configuration_info": {
+            "name": cluster.configuration_info.name,
+            "revision": cluster.configuration_info.revision,
+        },
         "object_store": object_store_json(cluster),
         "created_at": rfc3339(cluster.created_at),
         "updated_at": rfc3339(cluster.updated_at),
     }
+
+
+def configuration_text(cluster: clusters_pb2.Cluster) -> str:
+    info = cluster.configuration_info
+    return f"{info.name} revision {info.revision}" if info.name else "-"
 
 
 def storage_mode_name(mode: int) -> str:
@@ -231,6 +240,7 @@ def cluster_table(cluster: clusters_pb2.Cluster) -> str:
             ("config", config_text(cluster.config)),
             ("tags", config_text(cluster.tags) if cluster.tags else "(none)"),
             ("storage mode", storage_mode_name(cluster.storage_mode).lower() or "-"),
+            ("configuration", configuration_text(cluster)),
             ("object store", object_store_text(cluster)),
             ("logs", f"{cluster.log_dir or '-'} (`cloudctl logs {cluster.name}`)"),
             ("created", rfc3339(cluster.created_at)),

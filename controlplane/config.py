@@ -49,6 +49,8 @@ class Settings:
     """Brokers of a cluster created without a broker count."""
     cluster_max_tags: int = 50
     """Most tags on one cluster (MSK's limit per resource)."""
+    configuration_max_revisions: int = 100
+    """Most revisions of one configuration (``configurations.py``)."""
     broker_host: str = "127.0.0.1"
     """Address brokers listen on and advertise."""
     broker_ready_timeout_ms: int = 30_000

@@ -139,6 +139,16 @@ class EndpointAlreadyExists(Conflict):
     reason = epb.ENDPOINT_ALREADY_EXISTS
 
 
+class ConfigurationNotFound(NotFound):
+    """No configuration of that name, or no such revision (metadata ``configuration``)."""
+
+    reason = epb.CONFIGURATION_NOT_FOUND
+
+
+class ConfigurationAlreadyExists(Conflict):
+    reason = epb.CONFIGURATION_ALREADY_EXISTS
+
+
 class BillingRunNotFound(NotFound):
     """No billing run of that id (metadata ``billing_run``)."""
 

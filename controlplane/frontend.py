@@ -24,6 +24,7 @@ from controlplane.config import (
     validate_config_keys,
     validate_tags,
 )
+from controlplane.configurations import ConfigurationOps
 from controlplane.objectstore import bucket_name
 from controlplane.process import free_port
 from controlplane.reconciler import ClusterManager
@@ -48,6 +49,7 @@ class ClusterFrontend:
         self.store = store_
         self.manager = manager
         self.settings = settings
+        self.configurations = ConfigurationOps(store_, settings)
 
     def get(self, name: str) -> ClusterRecord:
         return errors.existing_cluster(self.store, name)
@@ -98,8 +100,11 @@ class ClusterFrontend:
         *,
         tags: Mapping[str, str] | None = None,
         storage_mode: StorageMode | None = None,
+        configuration: tuple[str, int] | None = None,
     ) -> ClusterRecord:
-        """``storage_mode`` None: TIERED when the control plane has an object store."""
+        """``storage_mode`` None: TIERED when the control plane has an object store;
+        ``configuration``: (name, revision; 0 the latest) whose settings it starts with
+        (``config`` wins where both set a key)."""
         validate_cluster_name(name)
         count = self.settings.cluster_default_brokers if broker_count is None else broker_count
         validate_broker_count(count, self.settings, name)
@@ -114,6 +119,10 @@ class ClusterFrontend:
             )
         tiered = objects is not None and storage_mode is not StorageMode.LOCAL
         checked = validate_broker_config(config, name)
+        revision = None
+        if configuration is not None:
+            revision = self.configurations.get(*configuration).current
+            checked = {**revision.properties, **checked}
         modes = cluster_security.parse_modes(client_auth, name, default=True)
         existing = self.store.get_cluster(name)
         if existing is not None:
@@ -148,6 +157,8 @@ class ClusterFrontend:
             broker_type=kind,
             tags=labels,
             storage_mode=StorageMode.TIERED if tiered else StorageMode.LOCAL,
+            configuration_name=revision.name if revision is not None else "",
+            configuration_revision=revision.revision if revision is not None else 0,
         )
         if cluster_security.needs_internal_user(modes):
             credentials = cluster_security.create_internal_user(self.manager.cluster_dir(cluster))
@@ -172,6 +183,42 @@ class ClusterFrontend:
                 "retry when it is ACTIVE",
                 cluster=cluster.name,
             )
+
+    def update_configuration(self, name: str, configuration: str, revision: int) -> ClusterRecord:
+        """Move the cluster to ``revision`` (0: the latest) of ``configuration``: the settings
+        it had from its previous revision are replaced, settings given apart kept; applied
+        by a rolling restart (UPDATE_CONFIG)."""
+        cluster = self.get(name)
+        new = self.configurations.get(configuration, revision).current
+        old = self.configurations.properties(
+            cluster.configuration_name, cluster.configuration_revision
+        )
+        kept = {k: v for k, v in cluster.config.items() if old.get(k) != v}
+        wanted = {**new.properties, **kept}
+        same_revision = (cluster.configuration_name, cluster.configuration_revision) == (
+            new.name,
+            new.revision,
+        )
+        if same_revision and wanted == cluster.config:
+            return cluster
+        if wanted == cluster.config:  # nothing to restart for
+            return self.store.update_cluster(
+                name, configuration_name=new.name, configuration_revision=new.revision
+            )
+        self._check_idle(cluster, "update the configuration")
+        cluster = self.store.start_operation(
+            name,
+            OperationType.UPDATE_CONFIG,
+            f"configuration {new.name} revision {new.revision}",
+            config=wanted,
+            config_version=cluster.config_version + 1,
+            configuration_name=new.name,
+            configuration_revision=new.revision,
+            state=ClusterState.UPDATING,
+            state_message="rolling restart: starting",
+        )
+        self.manager.notify(name)
+        return cluster
 
     def update_tags(self, name: str, tags: Mapping[str, str]) -> ClusterRecord:
         """Replace the cluster's tags (any state but DELETING; nothing restarts)."""

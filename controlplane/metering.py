@@ -46,14 +46,19 @@ from controlplane.kafka import Admin, KafkaResponseError, on_any
 from controlplane.states import ClusterState
 from controlplane.store import BrokerRecord, ClusterRecord, Store
 from controlplane.usage_history import Clock
+from dataplane.config import BROKER_CONFIGS
 from tiered.read_meter import Counts
 from wire.record_batch import encode_batch
 from wire.usage import BUCKET_MS, USAGE_TOPIC, Dimension, Usage, UsageEvent
 
 log = logging.getLogger("sluice.controlplane.metering")
 
-USAGE_TOPIC_CONFIGS = {"retention.ms": str(30 * 24 * 3_600_000), "cleanup.policy": "delete"}
-"""The usage topic's settings, as the brokers create it (``usage.topic.retention.ms``)."""
+USAGE_TOPIC_CONFIGS = {
+    "retention.ms": str(BROKER_CONFIGS["usage.topic.retention.ms"].default),
+    "cleanup.policy": "delete",
+}
+"""The usage topic's settings, as the brokers create it (the default of their
+``usage.topic.retention.ms``, a setting clusters cannot change)."""
 
 FAILURES = (KafkaResponseError, OSError, asyncio.IncompleteReadError, TimeoutError)
 """What a pass survives (the cluster's brokers are starting, moving, down): retried at the

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from controlplane.api.billing import BillingService
 from controlplane.api.clusters import ClustersService
+from controlplane.api.configurations import ConfigurationsService
 from controlplane.api.endpoints import EndpointsService
 from controlplane.api.groups import GroupsService
 from controlplane.api.logs import LogsService
@@ -51,6 +52,8 @@ from proto.sluice.v1 import (
     billing_pb2_grpc,
     clusters_pb2,
     clusters_pb2_grpc,
+    configurations_pb2,
+    configurations_pb2_grpc,
     controlplane_pb2,
     controlplane_pb2_grpc,
     endpoints_pb2,
@@ -88,6 +91,7 @@ SERVICE_NAMES = (
     security_pb2.DESCRIPTOR.services_by_name["Acls"].full_name,
     endpoints_pb2.DESCRIPTOR.services_by_name["Endpoints"].full_name,
     billing_pb2.DESCRIPTOR.services_by_name["Billing"].full_name,
+    configurations_pb2.DESCRIPTOR.services_by_name["Configurations"].full_name,
 )
 
 
@@ -185,6 +189,9 @@ class ControlPlane:
         security_ops = SecurityOps(self.store, timeout)
         security_pb2_grpc.add_UsersServicer_to_server(UsersService(security_ops), server)
         security_pb2_grpc.add_AclsServicer_to_server(AclsService(security_ops), server)
+        configurations_pb2_grpc.add_ConfigurationsServicer_to_server(
+            ConfigurationsService(frontend.configurations), server
+        )
         endpoints_pb2_grpc.add_EndpointsServicer_to_server(
             EndpointsService(EndpointOps(self.store, self.manager, self.settings)), server
         )

@@ -36,7 +36,7 @@ from controlplane.states import (
 )
 from wire.sasl import SaslCredentials, load_credentials
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS clusters (
@@ -139,7 +139,26 @@ ADDED_COLUMNS = (
     ("clusters", "broker_type", "TEXT NOT NULL DEFAULT 'kafka.m5.large'"),
     ("clusters", "tags", "TEXT NOT NULL DEFAULT '{}'"),
     ("clusters", "storage_mode", "TEXT NOT NULL DEFAULT 'TIERED'"),
+    ("clusters", "configuration_name", "TEXT NOT NULL DEFAULT ''"),
+    ("clusters", "configuration_revision", "INTEGER NOT NULL DEFAULT 0"),
 )
+
+CONFIGURATION_TABLES = """
+CREATE TABLE IF NOT EXISTS configurations (
+    name           TEXT PRIMARY KEY,
+    config_id      TEXT NOT NULL,
+    created_at     REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS configuration_revisions (
+    name           TEXT NOT NULL REFERENCES configurations (name) ON DELETE CASCADE,
+    revision       INTEGER NOT NULL,
+    description    TEXT NOT NULL,
+    properties     TEXT NOT NULL,
+    created_at     REAL NOT NULL,
+    PRIMARY KEY (name, revision)
+);
+"""
+"""Named, revisioned broker settings (``configurations.py`` reads and writes them)."""
 
 BROKER_ROWS = (
     "SELECT brokers.*, clusters.internal_credentials AS credentials_file FROM brokers"
@@ -214,6 +233,10 @@ class ClusterRecord:
     tags: Mapping[str, str] = field(default_factory=dict)
     """Labels (MSK's tags), sorted by key."""
     storage_mode: StorageMode = StorageMode.TIERED
+    configuration_name: str = ""
+    """The configuration (``configurations.py``) whose revision its settings come from."""
+    configuration_revision: int = 0
+    """That revision; 0 with no configuration."""
     """As asked: a TIERED cluster gets a bucket when the control plane has an object store
     (:attr:`effective_storage_mode`); a LOCAL one never does."""
 
@@ -326,6 +349,7 @@ class Store:
             if column not in present:
                 self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
         usage_history.create_tables(self.db)
+        self.db.executescript(CONFIGURATION_TABLES)
         self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -358,8 +382,9 @@ class Store:
                 "INSERT INTO clusters (name, cluster_id, state, state_message, operation,"
                 " broker_count, config, config_version, created_at, updated_at, s3_endpoint,"
                 " s3_bucket, voters, operation_id, client_auth, internal_credentials,"
-                " inter_broker_version, broker_type, tags, storage_mode)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " inter_broker_version, broker_type, tags, storage_mode, configuration_name,"
+                " configuration_revision)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     cluster.name,
                     cluster.cluster_id,
@@ -381,6 +406,8 @@ class Store:
                     cluster.broker_type,
                     json.dumps(dict(cluster.tags), sort_keys=True),
                     cluster.storage_mode.value,
+                    cluster.configuration_name,
+                    cluster.configuration_revision,
                 ),
             )
             self._insert_brokers(db, brokers)
@@ -404,7 +431,8 @@ class Store:
             "UPDATE clusters SET state = ?, state_message = ?, operation = ?, broker_count = ?,"
             " config = ?, config_version = ?, updated_at = ?, s3_endpoint = ?, s3_bucket = ?,"
             " voters = ?, operation_id = ?, client_auth = ?, internal_credentials = ?,"
-            " inter_broker_version = ?, tags = ? WHERE name = ?",
+            " inter_broker_version = ?, tags = ?, configuration_name = ?,"
+            " configuration_revision = ? WHERE name = ?",
             (
                 updated.state.value,
                 updated.state_message,
@@ -421,6 +449,8 @@ class Store:
                 updated.internal_credentials,
                 updated.inter_broker_version,
                 json.dumps(dict(updated.tags), sort_keys=True),
+                updated.configuration_name,
+                updated.configuration_revision,
                 name,
             ),
         )
@@ -655,6 +685,8 @@ def _cluster(row: sqlite3.Row) -> ClusterRecord:
         broker_type=row["broker_type"],
         tags=json.loads(row["tags"]),
         storage_mode=StorageMode(row["storage_mode"]),
+        configuration_name=row["configuration_name"],
+        configuration_revision=row["configuration_revision"],
     )
 
 

@@ -52,6 +52,13 @@ class ClustersService(pb_grpc.ClustersServicer):
             broker_type=cluster.broker_type,
             tags=dict(cluster.tags),
             storage_mode=cluster.effective_storage_mode.to_proto(),
+            configuration_info=(
+                pb.ConfigurationInfo(
+                    name=cluster.configuration_name, revision=cluster.configuration_revision
+                )
+                if cluster.configuration_name
+                else None
+            ),
             config=cluster.config,
             operation=cluster.operation,
             operation_id=cluster.operation_id,
@@ -125,7 +132,20 @@ class ClustersService(pb_grpc.ClustersServicer):
             request.broker_type,
             tags=dict(request.tags),
             storage_mode=StorageMode.from_proto(request.storage_mode),
+            configuration=(
+                (request.configuration_info.name, request.configuration_info.revision)
+                if request.HasField("configuration_info")
+                else None
+            ),
         )
+        return self.to_pb(cluster)
+
+    @rpc
+    async def UpdateClusterConfiguration(
+        self, request: pb.UpdateClusterConfigurationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Cluster:
+        info = request.configuration_info
+        cluster = self.frontend.update_configuration(request.name, info.name, info.revision)
         return self.to_pb(cluster)
 
     @rpc

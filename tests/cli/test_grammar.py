@@ -61,6 +61,11 @@ describe-operation aside: all clusters, NAME optional, an operation id)."""
 CONTROL_PLANE_COMMANDS = {"up", "down", "status", "use-cluster", "rotate-token"}
 """Of no cluster."""
 INSTALLATION_COMMANDS = {
+    "create-configuration",
+    "update-configuration",
+    "describe-configuration",
+    "list-configurations",
+    "delete-configuration",
     "billing run",
     "billing list-runs",
     "billing describe-run",

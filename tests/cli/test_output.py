@@ -41,6 +41,7 @@ CLUSTER_KEYS = {
     "object_store",
     "tags",
     "storage_mode",
+    "configuration_info",
     "created_at",
     "updated_at",
     "log_dir",

@@ -145,7 +145,10 @@ def broker_topics(plane: ControlPlaneProcess, name: str) -> list[list[str]]:
         metas = await asyncio.gather(
             *(Admin(b.host, b.port, 10).metadata() for b in cluster.brokers)
         )
-        return [sorted(t.name for t in meta if not t.internal) for meta in metas]
+        return [
+            sorted(t.name for t in meta if not t.internal and not t.name.startswith("__"))
+            for meta in metas
+        ]
 
     return asyncio.run(ask())
 

@@ -59,6 +59,14 @@ BROKER_STATE_RUNNING: BrokerState
 BROKER_STATE_STOPPING: BrokerState
 BROKER_STATE_STOPPED: BrokerState
 
+class ConfigurationInfo(_message.Message):
+    __slots__ = ("name", "revision")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    revision: int
+    def __init__(self, name: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class Listener(_message.Message):
     __slots__ = ("client_auth", "name", "security_protocol", "port")
     CLIENT_AUTH_FIELD_NUMBER: _ClassVar[int]
@@ -94,7 +102,7 @@ class Broker(_message.Message):
     def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[_Union[BrokerState, str]] = ..., pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., restarts: _Optional[int] = ..., log_path: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth", "broker_type", "tags", "storage_mode")
+    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth", "broker_type", "tags", "storage_mode", "configuration_info")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +135,7 @@ class Cluster(_message.Message):
     BROKER_TYPE_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     STORAGE_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURATION_INFO_FIELD_NUMBER: _ClassVar[int]
     name: str
     cluster_id: str
     state: ClusterState
@@ -145,7 +154,8 @@ class Cluster(_message.Message):
     broker_type: str
     tags: _containers.ScalarMap[str, str]
     storage_mode: StorageMode
-    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ...) -> None: ...
+    configuration_info: ConfigurationInfo
+    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ..., configuration_info: _Optional[_Union[ConfigurationInfo, _Mapping]] = ...) -> None: ...
 
 class ObjectStore(_message.Message):
     __slots__ = ("endpoint", "bucket", "region", "embedded", "access_key_id", "secret_access_key")
@@ -164,7 +174,7 @@ class ObjectStore(_message.Message):
     def __init__(self, endpoint: _Optional[str] = ..., bucket: _Optional[str] = ..., region: _Optional[str] = ..., embedded: bool = ..., access_key_id: _Optional[str] = ..., secret_access_key: _Optional[str] = ...) -> None: ...
 
 class CreateClusterRequest(_message.Message):
-    __slots__ = ("name", "broker_count", "config", "client_auth", "broker_type", "tags", "storage_mode")
+    __slots__ = ("name", "broker_count", "config", "client_auth", "broker_type", "tags", "storage_mode", "configuration_info")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +196,7 @@ class CreateClusterRequest(_message.Message):
     BROKER_TYPE_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     STORAGE_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURATION_INFO_FIELD_NUMBER: _ClassVar[int]
     name: str
     broker_count: int
     config: _containers.ScalarMap[str, str]
@@ -193,7 +204,16 @@ class CreateClusterRequest(_message.Message):
     broker_type: str
     tags: _containers.ScalarMap[str, str]
     storage_mode: StorageMode
-    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ...) -> None: ...
+    configuration_info: ConfigurationInfo
+    def __init__(self, name: _Optional[str] = ..., broker_count: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ..., configuration_info: _Optional[_Union[ConfigurationInfo, _Mapping]] = ...) -> None: ...
+
+class UpdateClusterConfigurationRequest(_message.Message):
+    __slots__ = ("name", "configuration_info")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURATION_INFO_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    configuration_info: ConfigurationInfo
+    def __init__(self, name: _Optional[str] = ..., configuration_info: _Optional[_Union[ConfigurationInfo, _Mapping]] = ...) -> None: ...
 
 class UpdateClusterTagsRequest(_message.Message):
     __slots__ = ("name", "tags")

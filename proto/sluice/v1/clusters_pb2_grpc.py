@@ -89,6 +89,11 @@ class ClustersStub(object):
                 request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterTagsRequest.SerializeToString,
                 response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
                 _registered_method=True)
+        self.UpdateClusterConfiguration = channel.unary_unary(
+                '/sluice.v1.Clusters/UpdateClusterConfiguration',
+                request_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterConfigurationRequest.SerializeToString,
+                response_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
+                _registered_method=True)
 
 
 class ClustersServicer(object):
@@ -180,6 +185,17 @@ class ClustersServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateClusterConfiguration(self, request, context):
+        """Moves the cluster to a revision of a configuration (MSK's UpdateClusterConfiguration),
+        applied by a rolling restart as UpdateClusterConfig: the settings the cluster had from
+        its previous revision are replaced by the new revision's; settings given apart
+        (CreateClusterRequest.config, UpdateClusterConfig) are kept. CONFIGURATION_NOT_FOUND for
+        an unknown configuration or revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClustersServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -236,6 +252,11 @@ def add_ClustersServicer_to_server(servicer, server):
             'UpdateClusterTags': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateClusterTags,
                     request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterTagsRequest.FromString,
+                    response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
+            ),
+            'UpdateClusterConfiguration': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateClusterConfiguration,
+                    request_deserializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterConfigurationRequest.FromString,
                     response_serializer=proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
             ),
     }
@@ -535,6 +556,33 @@ class Clusters(object):
             target,
             '/sluice.v1.Clusters/UpdateClusterTags',
             proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterTagsRequest.SerializeToString,
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateClusterConfiguration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sluice.v1.Clusters/UpdateClusterConfiguration',
+            proto_dot_sluice_dot_v1_dot_clusters__pb2.UpdateClusterConfigurationRequest.SerializeToString,
             proto_dot_sluice_dot_v1_dot_clusters__pb2.Cluster.FromString,
             options,
             channel_credentials,

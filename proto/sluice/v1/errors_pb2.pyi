@@ -37,6 +37,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENDPOINT_ALREADY_EXISTS: _ClassVar[ErrorReason]
     BILLING_RUN_NOT_FOUND: _ClassVar[ErrorReason]
     INVOICE_NOT_FOUND: _ClassVar[ErrorReason]
+    CONFIGURATION_NOT_FOUND: _ClassVar[ErrorReason]
+    CONFIGURATION_ALREADY_EXISTS: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 CONTROL_PLANE_UNAVAILABLE: ErrorReason
 TOKEN_INVALID: ErrorReason
@@ -68,3 +70,5 @@ ENDPOINT_NOT_FOUND: ErrorReason
 ENDPOINT_ALREADY_EXISTS: ErrorReason
 BILLING_RUN_NOT_FOUND: ErrorReason
 INVOICE_NOT_FOUND: ErrorReason
+CONFIGURATION_NOT_FOUND: ErrorReason
+CONFIGURATION_ALREADY_EXISTS: ErrorReason
