@@ -323,6 +323,7 @@ class ObjectStoreManager:
         procs = [EmbeddedS3Process(pid, str(self.data_dir)) for pid in found]
         procs.sort(key=lambda p: p.port != recorded)  # the one on the recorded port first
         keep: EmbeddedS3Process | None = None
+        stopped = False
         if procs:
             keep, *extra = procs
             for proc in extra:  # never two servers on one data directory
@@ -337,17 +338,30 @@ class ObjectStoreManager:
                 )
                 await keep.stop(self.settings.broker_stop_timeout_ms / 1000)  # frees its port
                 keep = None
+                stopped = True
         if keep is not None:
             self.proc = keep
             self._running.set()
             keep.watch(self.wake)
             self._set_port(keep.port or recorded, recorded)
             log.info("adopted embedded S3 (pid %d) on %s", keep.pid, self.endpoint)
-        elif recorded and port_free(EMBEDDED_HOST, recorded):
+        elif recorded and (
+            await self._port_freed(recorded) if stopped else port_free(EMBEDDED_HOST, recorded)
+        ):
             self._set_port(recorded, recorded)
         else:
             self._set_port(self._free_port(), recorded)
         self._task = asyncio.create_task(self._supervise(), name="embedded-s3")
+
+    async def _port_freed(self, port: int) -> bool:
+        """Whether ``port`` is free, or frees within ``broker.stop.timeout.ms`` (a server just
+        stopped may hold it a moment longer): clients keep the endpoint they knew."""
+        deadline = time.monotonic() + self.settings.broker_stop_timeout_ms / 1000
+        while not port_free(EMBEDDED_HOST, port):
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.1)
+        return True
 
     def _free_port(self) -> int:
         return free_port(EMBEDDED_HOST, self.store.used_ports())

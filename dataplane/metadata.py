@@ -10,7 +10,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+from wire.usage import USAGE_TOPIC
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", USAGE_TOPIC})
+"""Reported internal in Metadata (regex subscriptions and default listings skip them); their
+records cannot be deleted. The usage topic is Sluice's own (metering, ``wire.usage``)."""
 
 
 @dataclass(frozen=True, slots=True)

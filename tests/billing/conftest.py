@@ -30,7 +30,8 @@ from wire.usage import USAGE_TOPIC, MalformedUsage, UsageEvent
 USAGE_PARTITIONS = 2
 """The brokers create a one-partition usage topic; two here exercise the per-partition
 offsets and duplicates re-sent to another partition."""
-JOB_TIMEOUT = 240.0
+JOB_TIMEOUT = 600.0
+"""A guard against a hung job, not a time limit: Spark on a loaded machine takes minutes."""
 
 
 @pytest.fixture(scope="module")

@@ -57,6 +57,8 @@ from tiered.object_store import S3ObjectStore
 from wire.usage import HOUR_MS, MalformedUsage, Usage, UsageEvent
 from wire.usage import Dimension as D
 
+pytestmark = pytest.mark.timeout(900)  # Spark jobs: minutes on a loaded machine
+
 T0 = 1_793_484_000_000
 """2026-10-31T22:00:00Z."""
 HOURS = [T0 + h * HOUR_MS for h in (0, 1, 2, 3, 25, 26)]

@@ -37,6 +37,8 @@ from tests.cli.conftest import Cloud, running_cloud
 from wire.sasl import load_credentials
 from wire.usage import USAGE_TOPIC, Dimension, Usage, UsageEvent
 
+pytestmark = pytest.mark.timeout(900)  # Spark jobs: minutes on a loaded machine
+
 CLUSTER = "bill"
 MONTH = "2025-03"
 HOURS_IN_MONTH = 31 * 24
@@ -299,7 +301,7 @@ def produce(settings: dict[str, str], events: list[UsageEvent]) -> None:
 
 
 def cli(cloud: Cloud, *args: str) -> Any:
-    done = cloud.run(*args, "-o", "json")
+    done = cloud.run(*args, "-o", "json", timeout=600)
     assert done.returncode == 0, f"cloudctl {' '.join(args)}: {done.stderr}"
     return json.loads(done.stdout)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from tests.cli.conftest import Cloud
 from tests.cli.test_output import BROKER_KEYS, CLUSTER_KEYS
@@ -72,9 +73,8 @@ def test_cluster_commands(cloud: Cloud) -> None:
     bucket = cluster["object_store"]["bucket"]
     assert bucket.startswith("sluice-clidemo-")
     assert cluster["object_store"]["endpoint"].startswith("http://127.0.0.1:")
-    assert f"object store:  bucket {bucket} at {cluster['object_store']['endpoint']}" in (
-        described.stdout
-    )
+    store = f"bucket {bucket} at {cluster['object_store']['endpoint']}"
+    assert re.search(rf"^object store: +{re.escape(store)}$", described.stdout, re.M)
 
     listed = json.loads(cloud.invoke("list-clusters", "-o", "json").stdout)
     assert [c["name"] for c in listed["clusters"]] == ["clidemo"]

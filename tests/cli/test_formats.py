@@ -6,6 +6,7 @@ The last test checks that every command of the tree was covered here."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ CLUSTER = SHARED_CLUSTER
 SMALL = {"table": "fmt-table", "json": "fmt-json", "yaml": "fmt-yaml"}
 """One 1-broker cluster per format, for the cluster commands that change something."""
 TOPICS = {"table": "fmt-t-table", "json": "fmt-t-json", "yaml": "fmt-t-yaml"}
+CONFIGURATIONS = {"table": "fmt-c-table", "json": "fmt-c-json", "yaml": "fmt-c-yaml"}
 
 
 def parse(output: str, text: str) -> Any:
@@ -115,7 +117,7 @@ def same_shape(done: dict[str, subprocess.CompletedProcess[str]], *, stream: boo
     return as_json, as_yaml
 
 
-MAPS = {"config", "effective_config", "replica_hot_bytes"}
+MAPS = {"config", "effective_config", "replica_hot_bytes", "server_properties", "tags"}
 """Fields whose keys are data (settings, broker ids), not field names."""
 
 
@@ -166,7 +168,7 @@ def test_cluster_reads(small: Cloud) -> None:
     assert described["log_dir"].startswith(str(small.home / "logs" / "clusters"))
     assert all(b["log_path"].startswith(described["log_dir"]) for b in described["brokers"])
     table = small.run("describe-cluster", CLUSTER).stdout
-    assert f"logs:          {described['log_dir']}" in table
+    assert re.search(rf"^logs: +{re.escape(described['log_dir'])} ", table, re.M)
     listed = read_only(small, "list-clusters")
     assert {c["name"] for c in listed["clusters"]} >= {CLUSTER, *SMALL.values()}
     bootstrap = read_only(small, "get-bootstrap-brokers", CLUSTER)
@@ -528,6 +530,56 @@ def test_private_endpoint_commands(small: Cloud) -> None:
     assert read_only(small, "list-private-endpoints", "--cluster", SMALL["json"])["endpoints"] == []
 
 
+def test_configuration_and_tag_commands(small: Cloud) -> None:
+    made = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "create-configuration",
+                CONFIGURATIONS[fmt],
+                "--config",
+                "log.retention.ms=5400000",
+            ],
+        )
+    )
+    assert all(c["revision"] == 1 for c in made)
+    updated = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "update-configuration",
+                CONFIGURATIONS[fmt],
+                "--config",
+                "log.retention.ms=5500000",
+                "--description",
+                "second",
+            ],
+        )
+    )
+    assert all(c["server_properties"] == {"log.retention.ms": "5500000"} for c in updated)
+    one = read_only(small, "describe-configuration", CONFIGURATIONS["json"], "--revision", "1")
+    assert one["server_properties"] == {"log.retention.ms": "5400000"}
+    listed = read_only(small, "list-configurations")["configurations"]
+    assert {c["name"] for c in listed} >= set(CONFIGURATIONS.values())
+    moved = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "update-cluster-config",
+                SMALL[fmt],
+                "--configuration",
+                CONFIGURATIONS[fmt],
+                "--wait",
+            ],
+        )
+    )
+    assert all(c["configuration_info"]["revision"] == 2 for c in moved)
+    tagged = same_shape(
+        each_format(small, lambda fmt: ["tag-cluster", SMALL[fmt], "--tag", f"format={fmt}"])
+    )
+    assert [c["tags"] for c in tagged] == [{"format": "json"}, {"format": "yaml"}]
+
+
 def test_deletes(small: Cloud) -> None:
     topics = same_shape(
         each_format(small, lambda fmt: ["delete-topic", "--cluster", CLUSTER, TOPICS[fmt]])
@@ -548,6 +600,10 @@ def test_deletes(small: Cloud) -> None:
     assert ops["operations"][-1]["state_message"].startswith("deleting bucket "), (
         "the delete's steps are shown: brokers stopped one by one, data, then the bucket"
     )
+    configurations = same_shape(
+        each_format(small, lambda fmt: ["delete-configuration", CONFIGURATIONS[fmt], "--yes"])
+    )
+    assert all(c["deleted"] for c in configurations)
 
 
 def test_rotate_token(cloud: Cloud) -> None:

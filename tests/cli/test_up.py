@@ -54,7 +54,13 @@ def test_wait_survives_a_control_plane_restart(tmp_path: Path) -> None:
             text=True,
             env=cloud.environ,
         )  # fmt: skip
-        time.sleep(0.3)
+        # killed once the change is accepted (its operation runs), while the command waits
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            shown = cloud.invoke("describe-cluster", "survive", "-o", "json")
+            if json.loads(shown.stdout)["operation"] == "UPDATE_CONFIG":
+                break
+            time.sleep(0.05)
         pid = int((cloud.home / "controlplane.pid").read_text())
         os.kill(pid, signal.SIGKILL)
         time.sleep(2)

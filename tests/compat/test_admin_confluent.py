@@ -152,6 +152,8 @@ def test_incremental_and_legacy_alter_configs(target: Target) -> None:
         ],
     )
     admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT)
+    # Kafka applies a change on each broker when its metadata catches up: read until it has
+    wait_for(lambda: topic_config(admin, topic)["segment.ms"].value == "200000", "segment.ms")
     configs = topic_config(admin, topic)
     assert configs["segment.ms"].value == "200000"
     assert configs["retention.ms"].is_default
@@ -173,6 +175,7 @@ def test_incremental_and_legacy_alter_configs(target: Target) -> None:
     with pytest.warns(DeprecationWarning, match="incremental_alter_configs"):
         futures = admin.alter_configs([legacy])
     futures[legacy].result(timeout=TIMEOUT)
+    wait_for(lambda: topic_config(admin, topic)["retention.ms"].value == "300000", "the set")
     configs = topic_config(admin, topic)
     assert configs["retention.ms"].value == "300000"
     assert configs["segment.ms"].is_default

@@ -514,7 +514,9 @@ def test_a_cluster_is_metered_exactly_across_a_kill_9(metered_plane: Plane) -> N
     # the meter creates the usage topic once the cluster runs (replicated on its one broker,
     # so the scale-in below can move everything back to broker 0)
     def topic_exists() -> bool:
-        listed = json.loads(cli(plane, "list-topics", "--cluster", "metered", "-o", "json").stdout)
+        listed = json.loads(
+            cli(plane, "list-topics", "--cluster", "metered", "--internal", "-o", "json").stdout
+        )
         return any(t["name"] == USAGE_TOPIC for t in listed["topics"])
 
     wait_until(topic_exists, 60, f"{USAGE_TOPIC} created")

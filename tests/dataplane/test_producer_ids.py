@@ -31,7 +31,8 @@ class Blocks:
 
 async def test_concurrent_callers_get_distinct_ids() -> None:
     blocks = Blocks(size=10)
-    manager = ProducerIdManager(blocks, wait_s=5)
+    # 100 blocks one after the other for 1000 waiting callers: generous on a loaded machine
+    manager = ProducerIdManager(blocks, wait_s=120)
     ids = await asyncio.gather(*(manager.generate() for _ in range(1000)))
     assert len(set(ids)) == 1000
     assert set(ids) <= set(range(1000, blocks.next))
