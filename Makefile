@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
+.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -55,6 +55,12 @@ kafka: java-deps
 franz-go:
 	@./tools/build-franz-go.sh || { rc=$$?; [[ $$rc == 2 || $$rc == 3 ]] || exit $$rc; echo "franz-go: not built; tests/peers will skip"; }
 
+# A Terraform binary for tests/terraform: `terraform` from PATH, else OpenTofu built from the Go
+# module proxy into .cache/opentofu (~6 minutes the first time; a no-op once there). Without
+# either (exit 2/3 of the script: no Go, no proxy) tests/terraform skip, so `make test` goes on.
+terraform-bin:
+	@./tools/terraform-bin.sh || { rc=$$?; [[ $$rc == 2 || $$rc == 3 ]] || exit $$rc; echo "terraform-bin: none; tests/terraform will skip"; }
+
 # WebAssembly transform guests (tests/transforms, tests/dataplane transforms): Redpanda's Go SDK
 # examples, the batch ABI's C and AssemblyScript examples and the WAT reference guests, into
 # .cache/transforms (rebuilt only when their sources change)
@@ -88,7 +94,7 @@ typecheck: venv
 # for brokers, JVMs and clocks, so two workers per core pay; a file's tests stay on one worker
 # (--dist loadfile), so its module fixtures are made once. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
-test: venv system-deps java-deps spark-kafka franz-go transform-guests lint typecheck
+test: venv system-deps java-deps spark-kafka franz-go transform-guests terraform-bin lint typecheck
 	@$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:

@@ -215,11 +215,18 @@ class Client:
     """Stubs of every service over one channel; the bearer token and a deadline on every
     call; a failure raises :class:`ApiError`. Use it as a context manager, or ``close()``."""
 
-    def __init__(self, endpoint: str, token: str) -> None:
+    def __init__(
+        self, endpoint: str, token: str, *, root_certificates: bytes | None = None
+    ) -> None:
+        """``root_certificates`` (PEM): TLS to the control plane, trusting those CAs (a
+        control plane behind a TLS-terminating proxy); None: plaintext gRPC."""
         self.endpoint = endpoint
-        self.channel = grpc.insecure_channel(
-            endpoint, options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
-        )
+        options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+        if root_certificates is None:
+            self.channel = grpc.insecure_channel(endpoint, options=options)
+        else:
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self.channel = grpc.secure_channel(endpoint, credentials, options=options)
         self.metadata = (("authorization", f"Bearer {token}"),)
         self.clusters = clusters_pb2_grpc.ClustersStub(self.channel)
         self.topics = topics_pb2_grpc.TopicsStub(self.channel)
