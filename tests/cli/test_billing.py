@@ -332,7 +332,7 @@ def test_billing_run_waits_and_a_second_request_gets_the_running_run(
     assert first["already_running"] is False
     assert first["trigger"] == "ON_DEMAND"
     assert first["state"] in ("QUEUED", "RUNNING")
-    again = cloud.run("billing", "run", "--wait", "-o", "json")
+    again = cloud.run("billing", "run", "--wait", "-o", "json", timeout=600)
     assert again.returncode == 0, again.stderr
     waited = json.loads(again.stdout)
     assert waited["already_running"] is True, "a run was going: that one comes back"
@@ -469,7 +469,7 @@ def test_a_failing_run_is_recorded_with_its_message(cloud: Cloud, rate_card: Pat
     good = rate_card.read_text()
     rate_card.write_text('name = "broken"\ncurrency = "USD"\n[[versions]\n')
     try:
-        failed = cloud.run("billing", "run", "--wait", "-o", "json")
+        failed = cloud.run("billing", "run", "--wait", "-o", "json", timeout=600)
     finally:
         rate_card.write_text(good)
     assert failed.returncode == 1

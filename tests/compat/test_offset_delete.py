@@ -60,8 +60,14 @@ def offset_delete(bootstrap: str, group: str, topics: dict[str, list[int]]) -> A
             for name, parts in topics.items()
         ),
     )
+    deadline = time.monotonic() + 30
     with RawClient(coordinator(bootstrap, group)) as client:
         answer = client.request(request)
+        # retriable, as clients treat it: Kafka's coordinator still loading its partition
+        while answer.error_code.name == "coordinator_load_in_progress":
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.2)
+            answer = client.request(request)
     return (
         answer.error_code.name,
         sorted(
