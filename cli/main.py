@@ -1,7 +1,8 @@
 """``cloudctl``: the command line of the Sluice control plane.
 
 One module per noun (daemon.py, context.py, cluster.py, operation.py, logs.py, topic.py,
-group.py, data.py, transform.py, security.py, endpoint.py, billing.py); options.py holds the options
+group.py, data.py, transform.py, security.py, endpoint.py, configuration.py, billing.py,
+terraform_config.py); options.py holds the options
 every noun shares (the grammar of cli/README.md), output.py and formats.py the output;
 client.py finds and talks to the control plane. Exit codes: 0 success, 1 error (one line on
 stderr, ``cloudctl: error: WHAT (what to do)``), 2 usage error, 130 interrupted.
@@ -27,6 +28,7 @@ from cli import (
     logs,
     operation,
     security,
+    terraform_config,
     topic,
     transform,
 )
@@ -41,7 +43,7 @@ SHORT_HELP_LIMIT = 120
 them off)."""
 
 SECTIONS = [
-    ("Control plane", daemon.COMMANDS + context.COMMANDS),
+    ("Control plane", daemon.COMMANDS + context.COMMANDS + terraform_config.COMMANDS),
     ("Clusters (NAME argument)", cluster.COMMANDS + operation.COMMANDS + logs.COMMANDS),
     ("Configurations (of every cluster)", configuration.COMMANDS),
     ("Topics (--cluster C)", topic.COMMANDS),

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from proto.sluice.v1 import endpoints_pb2_grpc, security_pb2_grpc
+from proto.sluice.v1 import configurations_pb2_grpc, endpoints_pb2_grpc, security_pb2_grpc
 from proto.sluice.v1 import errors_pb2 as epb
 from sluice_client.client import DEFAULT_TIMEOUT, ApiError, Client, Env
 
@@ -118,6 +118,7 @@ class Api:
         self.users = security_pb2_grpc.UsersStub(channel)
         self.acls = security_pb2_grpc.AclsStub(channel)
         self.endpoints = endpoints_pb2_grpc.EndpointsStub(channel)
+        self.configurations = configurations_pb2_grpc.ConfigurationsStub(channel)
 
     def call(
         self, method: Callable[..., Any], request: Any, timeout: float = DEFAULT_TIMEOUT
@@ -136,6 +137,7 @@ LISTS = {
     "user": "`cloudctl list-users --cluster {cluster}`",
     "private_endpoint": "`cloudctl list-private-endpoints --cluster {cluster}`",
     "transform": "`cloudctl list-transforms --cluster {cluster}`",
+    "configuration": "`cloudctl list-configurations`",
 }
 
 NOT_FOUND = {
@@ -144,6 +146,7 @@ NOT_FOUND = {
     epb.USER_NOT_FOUND: ("user", "name"),
     epb.ENDPOINT_NOT_FOUND: ("private_endpoint", "private_endpoint"),
     epb.TRANSFORM_NOT_FOUND: ("transform", "name"),
+    epb.CONFIGURATION_NOT_FOUND: ("configuration", "configuration_info"),
 }
 """Reason -> (what is missing, the attribute that names it)."""
 
@@ -152,6 +155,7 @@ ALREADY_EXISTS = (
     epb.TOPIC_ALREADY_EXISTS,
     epb.USER_ALREADY_EXISTS,
     epb.ENDPOINT_ALREADY_EXISTS,
+    epb.CONFIGURATION_ALREADY_EXISTS,
 )
 
 BUSY = (epb.CLUSTER_NOT_READY, epb.OPERATION_IN_PROGRESS, epb.BROKER_UNAVAILABLE)

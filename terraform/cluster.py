@@ -1,15 +1,25 @@
 """``sluice_cluster`` (resource and data source) and ``sluice_bootstrap_brokers``.
 
 A cluster is created, waited for until ACTIVE (the ``timeouts`` block bounds every wait),
-scaled (UpdateBrokerCount), reconfigured (UpdateClusterConfig: a rolling restart) and given
-other client-authentication modes (UpdateClusterSecurity) in place; a new name or broker
-type replaces it. A cluster that turns FAILED is an error with the control plane's message,
-and its state is kept (tainted) so that ``terraform destroy`` removes it.
+scaled (UpdateBrokerCount), reconfigured (UpdateClusterConfig: a rolling restart), moved to
+another configuration revision (UpdateClusterConfiguration: a rolling restart), given other
+client-authentication modes (UpdateClusterSecurity) and other tags (UpdateClusterTags:
+nothing restarts) in place; a new name, broker type or storage mode replaces it. A cluster
+that turns FAILED is an error with the control plane's message, and its state is kept
+(tainted) so that ``terraform destroy`` removes it.
+
+``kafka_config`` and ``configuration_info``: the API's ``Cluster.config`` holds both the
+revision's settings and those given apart. ``kafka_config`` holds the ones given apart: a
+key whose value is the revision's is left out when reading, unless ``kafka_config`` names
+it. An update reconciles the cluster's settings to the revision's with ``kafka_config`` over
+them (a key removed from ``kafka_config`` returns to the revision's value, else to the
+broker's default).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from tf.schema import Attribute, Schema
@@ -17,6 +27,7 @@ from tf.types import Number, String, Unknown
 from tf.utils import Diagnostics
 
 from proto.sluice.v1 import clusters_pb2 as pb
+from proto.sluice.v1 import configurations_pb2 as cpb
 from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import operations_pb2 as opb
 from sluice_client.client import ApiError, cluster_state_name
@@ -37,6 +48,14 @@ from terraform.common import (
     map_value,
     retry_busy,
 )
+from terraform.configuration import (
+    INFO_BLOCK,
+    check_info,
+    find_revision,
+    get_configuration,
+    info_state,
+    wanted_revision,
+)
 
 CLIENT_AUTH: dict[str, Any] = {
     "none": pb.CLIENT_AUTH_NONE,
@@ -52,6 +71,9 @@ BOOTSTRAP = {
 }
 """MSK's attribute names of the bootstrap strings, by the listener they name."""
 UNREACHABLE = frozenset({"CONTROL_PLANE_UNAVAILABLE"})
+STORAGE_MODES: dict[str, Any] = {"LOCAL": pb.STORAGE_MODE_LOCAL, "TIERED": pb.STORAGE_MODE_TIERED}
+"""``storage_mode`` values (MSK's): fixed for a cluster's life."""
+STORAGE_NAME = {value: name for name, value in STORAGE_MODES.items()}
 
 
 def arn(cluster: pb.Cluster) -> str:
@@ -97,11 +119,42 @@ COMPUTED = [
 BOOTSTRAP_FIELDS = tuple(BOOTSTRAP)
 
 
-def state_of(cluster: pb.Cluster, prior: State | None, schema: Schema) -> State:
-    """The state of ``cluster`` as the API gives it; ``prior`` keeps null maps null and the
+def given_apart(
+    config: Mapping[str, str], revision: Mapping[str, str], declared: Any
+) -> dict[str, str]:
+    """The cluster's settings but those whose value is its revision's, unless ``declared``
+    (the configuration's ``kafka_config``) names them."""
+    names = declared if isinstance(declared, dict) else {}
+    return {k: v for k, v in config.items() if k in names or revision.get(k) != v}
+
+
+def config_changes(
+    config: Mapping[str, str], revision: Mapping[str, str], declared: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """(settings to set, keys to remove) that make ``config`` the revision's settings with
+    ``declared`` over them."""
+    wanted = {**revision, **declared}
+    pending = {k: v for k, v in wanted.items() if config.get(k) != v}
+    return pending, sorted(k for k in config if k not in wanted)
+
+
+def storage_name(mode: int) -> str:
+    return STORAGE_NAME.get(mode) or pb.StorageMode.Name(mode).removeprefix("STORAGE_MODE_")
+
+
+def state_of(
+    cluster: pb.Cluster,
+    prior: State | None,
+    schema: Schema,
+    configuration: cpb.Configuration | None = None,
+) -> State:
+    """The state of ``cluster`` as the API gives it, ``configuration`` being the revision
+    it uses; ``prior`` keeps null maps null, the form of ``configuration_info`` and the
     timeouts block."""
     prior = prior or {}
     state = blank(schema)
+    revision = dict(configuration.server_properties) if configuration else {}
+    declared = prior.get("kafka_config")
     state.update(
         id=cluster.name,
         arn=arn(cluster),
@@ -110,14 +163,35 @@ def state_of(cluster: pb.Cluster, prior: State | None, schema: Schema) -> State:
         name=cluster.name,
         broker_count=cluster.broker_count,
         broker_type=cluster.broker_type,
-        kafka_config=map_value(prior.get("kafka_config"), cluster.config),
+        kafka_config=map_value(declared, given_apart(cluster.config, revision, declared)),
         client_authentication=[AUTH_NAME.get(m, str(m)) for m in cluster.client_auth],
+        tags=map_value(prior.get("tags"), cluster.tags),
+        storage_mode=storage_name(cluster.storage_mode),
     )
     for field, mode in BOOTSTRAP.items():
         state[field] = bootstrap_of(cluster, mode)
+    if "configuration_info" in state and configuration is not None:
+        state["configuration_info"] = info_state(prior.get("configuration_info"), configuration)
     if "timeouts" in state:
         state["timeouts"] = prior.get("timeouts")
-    return state
+    return {k: v for k, v in state.items() if k in _names(schema)}
+
+
+def _names(schema: Schema) -> set[str]:
+    return {a.name for a in schema.attributes} | {b.type_name for b in schema.block_types}
+
+
+def used_revision(api: Api, cluster: pb.Cluster) -> cpb.Configuration | None:
+    """The configuration revision the cluster uses (None: none)."""
+    if not cluster.HasField("configuration_info"):
+        return None
+    info = cluster.configuration_info
+    return get_configuration(api, info.name, info.revision)
+
+
+def read_state(api: Api, cluster: pb.Cluster, prior: State | None, schema: Schema) -> State:
+    """:func:`state_of` with the revision the cluster uses, read from the API."""
+    return state_of(cluster, prior, schema, used_revision(api, cluster))
 
 
 def get_cluster(api: Api, name: str) -> pb.Cluster | None:
@@ -209,10 +283,21 @@ class ClusterWaiter:
             log.info("sluice: [%5.1fs] cluster %s: %s", self.deadline.elapsed(), self.name, line)
             self.last = line
 
+    def state(self, cluster: pb.Cluster) -> State:
+        """The state to keep despite an error: as read, or (the API not answering) with the
+        prior's settings and configuration."""
+        try:
+            return read_state(self.api, cluster, self.prior, ClusterResource.SCHEMA)
+        except ApiError:
+            state = state_of(cluster, self.prior, ClusterResource.SCHEMA)
+            for field in ("kafka_config", "configuration_info"):
+                state[field] = self.prior.get(field)
+            return state
+
     def _check(self, cluster: pb.Cluster | None, what: str) -> None:
         if not self.deadline.passed():
             return
-        state = state_of(cluster, self.prior, ClusterResource.SCHEMA) if cluster else None
+        state = self.state(cluster) if cluster else None
         raise ProviderError(
             f"Cluster {self.name!r}: {what} {self.deadline.describe()}",
             "The operation goes on in the control plane: follow it with `cloudctl "
@@ -240,7 +325,7 @@ class ClusterWaiter:
             f"Cluster {self.name!r} FAILED: {message}",
             f"{what} `cloudctl describe-cluster {self.name}` and `cloudctl logs {self.name}` "
             "tell more.",
-            state=state_of(cluster, self.prior, ClusterResource.SCHEMA),
+            state=self.state(cluster),
         )
 
 
@@ -284,11 +369,24 @@ class ClusterResource(ResourceBase):
                 requires_replace=True,
             ),
             Attribute(
+                "storage_mode",
+                String(),
+                description="`TIERED` (topics may set `remote.storage.enable`: the control "
+                "plane's object store) or `LOCAL` (brokers' disks only), as MSK's. Default: "
+                "TIERED when the control plane has an object store. Fixed for the cluster's "
+                "life: a new value replaces the cluster.",
+                optional=True,
+                computed=True,
+                requires_replace=True,
+            ),
+            Attribute(
                 "kafka_config",
                 MapOf(String()),
-                description="Broker settings, Kafka's names (e.g. `log.retention.ms`), as MSK's "
-                "configuration. Changed in place by a rolling restart, one broker at a time; a "
-                "key removed returns to the broker's default.",
+                description="Broker settings, Kafka's names (e.g. `log.retention.ms`), given "
+                "apart from `configuration_info` and winning over its revision. Changed in place "
+                "by a rolling restart, one broker at a time; a key removed returns to the "
+                "revision's value, else to the broker's default. A setting whose value is the "
+                "revision's is not shown here unless named here.",
                 optional=True,
             ),
             Attribute(
@@ -300,9 +398,17 @@ class ClusterResource(ResourceBase):
                 optional=True,
                 computed=True,
             ),
+            Attribute(
+                "tags",
+                MapOf(String()),
+                description="Labels (MSK's tags): at most the control plane's `cluster.max.tags` "
+                "(50); keys of 1-128 characters, not starting with `aws:`; values of at most 256. "
+                "Changed in place; nothing restarts.",
+                optional=True,
+            ),
             *COMPUTED[2:],
         ],
-        block_types=[TIMEOUTS.block()],
+        block_types=[INFO_BLOCK, TIMEOUTS.block()],
     )
 
     def check(self, diags: Diagnostics, config: State) -> None:
@@ -329,6 +435,14 @@ class ClusterResource(ResourceBase):
                 "cluster.max.brokers).",
                 path=["broker_count"],
             )
+        mode = config.get("storage_mode")
+        if known(mode) and mode not in STORAGE_MODES:
+            diags.add_error(
+                f"Unknown storage_mode {mode!r}",
+                "Use TIERED or LOCAL (MSK's), or leave it out for the control plane's default.",
+                path=["storage_mode"],
+            )
+        check_info(diags, config)
 
     def do_create(self, planned: State) -> State:
         api = self.api()
@@ -338,20 +452,43 @@ class ClusterResource(ResourceBase):
             name=name,
             config=given(planned, "kafka_config") or {},
             client_auth=[CLIENT_AUTH[m] for m in given(planned, "client_authentication") or ()],
+            tags=given(planned, "tags") or {},
         )
         if known(planned.get("broker_count")):
             request.broker_count = int(planned["broker_count"])
         if known(planned.get("broker_type")):
             request.broker_type = planned["broker_type"]
+        if known(planned.get("storage_mode")):
+            request.storage_mode = STORAGE_MODES[planned["storage_mode"]]
+        wanted = wanted_revision(planned.get("configuration_info"))
+        revision = find_revision(api, wanted) if wanted else None
+        if wanted:
+            request.configuration_info.CopyFrom(
+                pb.ConfigurationInfo(name=wanted.name, revision=wanted.revision)
+            )
         api.call(api.clusters.CreateCluster, request)
         cluster = ClusterWaiter(api, name, deadline, planned).idle()
-        return state_of(cluster, planned, self.SCHEMA)
+        return state_of(cluster, planned, self.SCHEMA, revision)
 
     def do_read(self, current: State) -> State | None:
-        cluster = get_cluster(self.api(), current["name"])
-        return None if cluster is None else state_of(cluster, current, self.SCHEMA)
+        api = self.api()
+        cluster = get_cluster(api, current["name"])
+        return None if cluster is None else read_state(api, cluster, current, self.SCHEMA)
 
     def do_plan(self, current: State, planned: State, changed: set[str]) -> State:
+        before, after = current.get("configuration_info"), planned.get("configuration_info")
+        if before is not None and after is None:
+            name = before.get("name") or before.get("arn")
+            raise ProviderError(
+                f"Cluster {current['name']!r} cannot leave its configuration ({name}, "
+                f"revision {before.get('revision')})",
+                "The API keeps the configuration revision a cluster uses until it moves to "
+                "another: keep a `configuration_info` block (another revision or configuration "
+                "is applied in place), or replace the cluster (`terraform apply -replace=...`).",
+                ["configuration_info"],
+            )
+        if before != after:
+            changed = changed | {"configuration_info"}
         if changed & {"broker_count", "client_authentication"}:
             modes = planned.get("client_authentication")
             for field, mode in BOOTSTRAP.items():
@@ -369,10 +506,6 @@ class ClusterResource(ResourceBase):
         waiter = ClusterWaiter(
             api, name, Deadline(self.TIMEOUTS.of(planned, "update"), "update"), planned
         )
-        old = given(current, "kafka_config") or {}
-        new = given(planned, "kafka_config") or {}
-        pending = {k: v for k, v in new.items() if old.get(k) != v}
-        removed = [k for k in old if k not in new]
         modes = planned.get("client_authentication")
         count = planned.get("broker_count")
 
@@ -381,7 +514,25 @@ class ClusterResource(ResourceBase):
             retry_busy(api, waiter.deadline, lambda: api.call(method, request))
             return waiter.idle()
 
+        tags = given(planned, "tags") or {}
+        if tags != (given(current, "tags") or {}):  # at once, in any state: nothing restarts
+            labels = pb.UpdateClusterTagsRequest(name=name, tags=tags)
+            retry_busy(
+                api, waiter.deadline, lambda: api.call(api.clusters.UpdateClusterTags, labels)
+            )
         cluster = None
+        wanted = wanted_revision(planned.get("configuration_info"))
+        revision = find_revision(api, wanted) if wanted else None
+        if wanted and planned.get("configuration_info") != current.get("configuration_info"):
+            info = pb.ConfigurationInfo(name=wanted.name, revision=wanted.revision)
+            move = pb.UpdateClusterConfigurationRequest(name=name, configuration_info=info)
+            cluster = run(api.clusters.UpdateClusterConfiguration, move)
+        found = cluster or waiter.idle(failed_ok=True)
+        pending, removed = config_changes(
+            found.config,
+            dict(revision.server_properties) if revision else {},
+            given(planned, "kafka_config") or {},
+        )
         if known(modes) and modes != current.get("client_authentication"):
             request = pb.UpdateClusterSecurityRequest(
                 name=name, client_auth=[CLIENT_AUTH[m] for m in modes], config=pending
@@ -395,9 +546,7 @@ class ClusterResource(ResourceBase):
         if pending or removed:
             request = pb.UpdateClusterConfigRequest(name=name, config=pending, remove=removed)
             cluster = run(api.clusters.UpdateClusterConfig, request)
-        if cluster is None:  # the timeouts block only
-            cluster = waiter.idle(failed_ok=True)
-        return state_of(cluster, planned, self.SCHEMA)
+        return state_of(cluster or found, planned, self.SCHEMA, revision)
 
     def do_delete(self, current: State) -> None:
         api = self.api()
@@ -413,8 +562,9 @@ class ClusterResource(ResourceBase):
         ).gone()
 
     def do_import(self, id_: str) -> State | None:
-        cluster = get_cluster(self.api(), id_)
-        return None if cluster is None else state_of(cluster, None, self.SCHEMA)
+        api = self.api()
+        cluster = get_cluster(api, id_)
+        return None if cluster is None else read_state(api, cluster, None, self.SCHEMA)
 
 
 # ---------------------------------------------------------------------- data sources
@@ -435,7 +585,8 @@ class ClusterData(DataSourceBase):
             Attribute(
                 "kafka_config",
                 MapOf(String()),
-                description="Broker settings given to the cluster (Kafka's names).",
+                description="Its broker settings (Kafka's names), its configuration revision's "
+                "included.",
                 computed=True,
             ),
             Attribute(
@@ -444,6 +595,8 @@ class ClusterData(DataSourceBase):
                 description="Its client-authentication modes: none, scram, tls.",
                 computed=True,
             ),
+            Attribute("storage_mode", String(), description="TIERED or LOCAL.", computed=True),
+            Attribute("tags", MapOf(String()), description="Its tags.", computed=True),
         ],
     )
 
@@ -457,7 +610,7 @@ class ClusterData(DataSourceBase):
                 ["name"],
             )
         state = state_of(cluster, None, self.SCHEMA)
-        state["kafka_config"] = dict(cluster.config)
+        state.update(kafka_config=dict(cluster.config), tags=dict(cluster.tags))
         return state
 
 

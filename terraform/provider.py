@@ -19,6 +19,7 @@ from tf.utils import Diagnostics
 from terraform.api import Api, ProviderError, Settings, resolve
 from terraform.cluster import BootstrapBrokersData, ClusterData, ClusterResource
 from terraform.common import known
+from terraform.configuration import ConfigurationData, ConfigurationResource
 from terraform.endpoint import PrivateEndpointResource
 from terraform.security import AclResource, UserResource
 from terraform.topic import TopicData, TopicResource
@@ -36,13 +37,14 @@ RESOURCES: list[Any] = [
     AclResource,
     PrivateEndpointResource,
     TransformResource,
+    ConfigurationResource,
 ]
-DATA_SOURCES: list[Any] = [ClusterData, BootstrapBrokersData, TopicData]
+DATA_SOURCES: list[Any] = [ClusterData, BootstrapBrokersData, TopicData, ConfigurationData]
 
 SCHEMA = Schema(
     version=0,
-    description="Sluice: clusters, topics, users, ACLs, private endpoints and transforms of a "
-    "Sluice control plane.",
+    description="Sluice: clusters, configurations, topics, users, ACLs, private endpoints and "
+    "transforms of a Sluice control plane.",
     attributes=[
         Attribute(
             "endpoint",

@@ -1,8 +1,9 @@
-# A Sluice cluster as a platform team would write it: three brokers, clients by SCRAM (and a
-# plaintext listener for tools inside the network), a tiered topic, an application user with
-# the ACLs it needs, and a private endpoint that only that user may use.
+# A Sluice cluster as a platform team would write it: broker settings in a configuration (as
+# aws_msk_configuration), three tagged brokers that use its latest revision, clients by SCRAM
+# (and a plaintext listener for tools inside the network), a tiered topic, an application user
+# with the ACLs it needs, and a private endpoint that only that user may use.
 #
-#   terraform-provider-sluice cli-config > ~/.sluice.tfrc
+#   cloudctl terraform-config > ~/.sluice.tfrc                        # dev_overrides to this venv
 #   export TF_CLI_CONFIG_FILE=~/.sluice.tfrc TF_VAR_app_password=...   # never in a file
 #   terraform plan && terraform apply
 #   terraform output -raw private_endpoint_bootstrap_brokers
@@ -20,14 +21,31 @@ terraform {
 
 provider "sluice" {}
 
+# A change of these settings makes the next revision; the cluster moves to it in place (a
+# rolling restart), since it follows latest_revision.
+resource "sluice_configuration" "events" {
+  name              = "${var.cluster_name}-brokers"
+  description       = "Topics made on purpose, kept a week."
+  server_properties = <<PROPERTIES
+auto.create.topics.enable = false
+log.retention.ms = 604800000
+PROPERTIES
+}
+
 resource "sluice_cluster" "events" {
   name                  = var.cluster_name
   broker_count          = var.broker_count
   broker_type           = "kafka.m7g.large"
+  storage_mode          = "TIERED"
   client_authentication = ["scram", "none"]
-  kafka_config = {
-    "auto.create.topics.enable" = "false"
-    "log.retention.ms"          = "604800000"
+  tags = {
+    team = "orders"
+    env  = var.environment
+  }
+
+  configuration_info {
+    arn      = sluice_configuration.events.arn
+    revision = sluice_configuration.events.latest_revision
   }
 
   timeouts {

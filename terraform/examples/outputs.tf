@@ -2,6 +2,10 @@ output "cluster_arn" {
   value = sluice_cluster.events.arn
 }
 
+output "configuration_arn" {
+  value = sluice_configuration.events.arn
+}
+
 output "bootstrap_brokers_sasl_scram" {
   description = "SASL_SSL (SCRAM-SHA-512) bootstrap string of the cluster."
   value       = sluice_cluster.events.bootstrap_brokers_sasl_scram

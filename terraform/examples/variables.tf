@@ -10,6 +10,12 @@ variable "broker_count" {
   default     = 3
 }
 
+variable "environment" {
+  type        = string
+  description = "The cluster's env tag."
+  default     = "test"
+}
+
 variable "app_password" {
   type        = string
   description = "SCRAM password of the application user (give it as TF_VAR_app_password)."

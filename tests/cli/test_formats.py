@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -160,6 +161,18 @@ def test_control_plane_commands(shared_cloud: Cloud, tmp_path: Path) -> None:
     empty = tmp_path / "empty-home"
     down = read_only(shared_cloud, "down", "--home", str(empty))
     assert down == {"home": str(empty), "was_running": False, "pid": 0}
+
+
+def test_terraform_config(shared_cloud: Cloud, tmp_path: Path) -> None:
+    """The CLI configuration as a table (the text alone, for a file) and as fields; the same
+    as the provider's own `cli-config` prints: tests/terraform/test_install.py."""
+    shown = read_only(shared_cloud, "terraform-config")
+    assert shown["provider_dir"] == str(Path(sys.executable).parent)
+    assert f'"sluice/sluice" = "{shown["provider_dir"]}"' in shown["cli_config"]
+    assert shared_cloud.run("terraform-config").stdout == shown["cli_config"]
+    mirror = read_only(shared_cloud, "terraform-config", "--mirror", str(tmp_path))
+    assert mirror["provider_dir"] == str(tmp_path.resolve())
+    assert "filesystem_mirror" in mirror["cli_config"]
 
 
 def test_cluster_reads(small: Cloud) -> None:

@@ -58,7 +58,7 @@ CLUSTER_COMMANDS = {
 }
 """The cluster noun: the cluster NAME is their argument (list-clusters, list-operations and
 describe-operation aside: all clusters, NAME optional, an operation id)."""
-CONTROL_PLANE_COMMANDS = {"up", "down", "status", "use-cluster", "rotate-token"}
+CONTROL_PLANE_COMMANDS = {"up", "down", "status", "use-cluster", "rotate-token", "terraform-config"}
 """Of no cluster."""
 INSTALLATION_COMMANDS = {
     "create-configuration",

@@ -1,8 +1,9 @@
 """terraform/examples/ applied as a user would (its own copy of the module, the password in
-TF_VAR_app_password), then used: a Kafka client (confluent-kafka) bootstraps through the
-private endpoint the module outputs, logs in as the module's user (SCRAM over TLS, trusting
-the cluster's CA) and produces and consumes through the tiered topic; then the module is
-destroyed. One broker instead of the example's three, to keep it quick.
+TF_VAR_app_password): its cluster runs the module's configuration, tiered and tagged; then
+used: a Kafka client (confluent-kafka) bootstraps through the private endpoint the module
+outputs, logs in as the module's user (SCRAM over TLS, trusting the cluster's CA) and
+produces and consumes through the tiered topic; then the module is destroyed, its
+configuration with it. One broker instead of the example's three, to keep it quick.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from proto.sluice.v1 import clusters_pb2 as cpb
+from proto.sluice.v1 import configurations_pb2 as fpb
+from proto.sluice.v1 import configurations_pb2_grpc
 from proto.sluice.v1 import topics_pb2 as tpb
 from sluice_client.client import Client
 from tests.conftest import REPO
@@ -47,6 +50,17 @@ def test_the_example_module_gives_a_working_bootstrap_string(
     cluster = api.call(api.clusters.GetCluster, cpb.GetClusterRequest(name=CLUSTER))
     assert out["cluster_arn"].endswith(f"/{CLUSTER}/{cluster.cluster_id}")
     assert cluster.broker_type == "kafka.m7g.large"
+    assert cluster.storage_mode == cpb.STORAGE_MODE_TIERED
+    assert dict(cluster.tags) == {"team": "orders", "env": "test"}
+    info = cluster.configuration_info
+    assert (info.name, info.revision) == (f"{CLUSTER}-brokers", 1)
+    assert out["configuration_arn"].startswith(
+        f"arn:sluice:kafka:local:configuration/{CLUSTER}-brokers/"
+    )
+    assert dict(cluster.config) == {
+        "auto.create.topics.enable": "false",
+        "log.retention.ms": "604800000",
+    }
 
     ca = api.call(api.clusters.GetCaCert, cpb.GetCaCertRequest(name=CLUSTER))
     (tmp_path / "ca.pem").write_text(ca.pem)
@@ -80,3 +94,6 @@ def test_the_example_module_gives_a_working_bootstrap_string(
     tf.destroy(workdir, env=env).ok()
     listed = api.call(api.clusters.ListClusters, cpb.ListClustersRequest()).clusters
     assert CLUSTER not in [c.name for c in listed]
+    configurations = configurations_pb2_grpc.ConfigurationsStub(api.channel)
+    made = api.call(configurations.ListConfigurations, fpb.ListConfigurationsRequest())
+    assert [c.name for c in made.configurations] == []

@@ -167,11 +167,32 @@ resource "sluice_acl" "bad" {
   principal     = "User:x"
   operation     = "READ"
 }
+resource "sluice_configuration" "bad" {
+  name              = "bad"
+  server_properties = <<PROPERTIES
+log.retention.ms = 1000
+log.retention.ms = 2000
+PROPERTIES
+}
+resource "sluice_cluster" "misconfigured" {
+  name         = "misconfigured"
+  storage_mode = "tiered"
+  configuration_info {
+    arn      = "arn:sluice:kafka:local:cluster/bad/1"
+    revision = 0
+  }
+}
 """,
     )
     result = tf.run(workdir, "validate", "-no-color")
     assert result.returncode == 1, result.output
-    text = result.stderr.replace("\n", " ")
+    text = " ".join(result.stderr.split())
     assert "Unknown client_authentication mode 'kerberos'" in text
     assert "Invalid timeouts.create" in text
     assert "Invalid resource_type 'TABLE'" in text
+    assert "server_properties is not in the properties format: line 2: 'log.retention.ms' is " in (
+        text
+    )
+    assert "Unknown storage_mode 'tiered'" in text
+    assert "is not a configuration's ARN" in text
+    assert "configuration_info.revision must be a whole number of at least 1, not 0" in text

@@ -1,7 +1,8 @@
 """Installing the provider: the plugin run by hand says what it is; a filesystem mirror
 (``terraform-provider-sluice mirror``) lets ``terraform init`` install it with no network;
-terraform/README.md's tables are the schema's; the build script of the binary is a no-op
-when there is one. No control plane is needed.
+``cloudctl terraform-config`` prints the CLI configuration the provider's ``cli-config``
+prints (cli/ has its own copy of the text); terraform/README.md's tables are the schema's;
+the build script of the binary is a no-op when there is one. No control plane is needed.
 """
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from terraform import docs
+import pytest
+
+from cli import terraform_config
+from terraform import docs, mirror
 from terraform.mirror import HOSTS, provider_version, target
 from tests.conftest import REPO
 from tests.terraform.harness import Terraform, write
 
 PROVIDER = str(Path(sys.executable).parent / "terraform-provider-sluice")
+CLOUDCTL = str(Path(sys.executable).parent / "cloudctl")
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -82,6 +87,37 @@ resource "sluice_topic" "t" {{
     assert f'version     = "{version}"' in lock
     # the installed plugin answers: validate asks it for the schema
     tf.run(workdir, "validate", "-no-color").ok()
+
+
+@pytest.mark.parametrize("where", [None, "mirror", "relative/mirror", "with space"])
+def test_cloudctl_and_the_provider_print_the_same_cli_configuration(
+    where: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    directory = None if where is None else Path(where)
+    expected = mirror.cli_config(directory)
+    assert terraform_config.cli_config(terraform_config.provider_dir(), directory) == expected
+    source = f"{mirror.NAMESPACE}/{mirror.TYPE}"
+    assert (source, mirror.HOSTS) == (terraform_config.SOURCE, terraform_config.HOSTS)
+    args = [] if directory is None else ["--mirror", str(directory)]
+    printed = subprocess.run(
+        [CLOUDCTL, "terraform-config", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert printed.returncode == 0, printed.stderr
+    provider = subprocess.run(
+        [PROVIDER, "cli-config", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert printed.stdout == provider.stdout == expected
 
 
 def test_the_readme_tables_are_generated_from_the_schema() -> None:
