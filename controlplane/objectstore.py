@@ -52,7 +52,7 @@ from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.errors import ObjectNotFound, ObjectStoreError, ObjectStoreUnavailable, map_error
 from tiered.object_store import S3ObjectStore
-from tiered.read_meter import Counts, load_counts
+from tiered.read_meter import READS_FILE, Counts, load_counts
 
 log = logging.getLogger("sluice.controlplane.objectstore")
 
@@ -139,6 +139,8 @@ class ObjectStoreManager:
         self.data_dir = home / "s3"
         self.keys = KeyFile(self.data_dir / KEYS_FILE)
         self._admin: AccessKey | None = None
+        self._reads: tuple[int, Counts] = (-1, {})
+        """The read counts last loaded, with the file's mtime (ns) then."""
         self.log_path = home / "logs" / "embedded-s3.log"
         self.port = 0
         self.proc: EmbeddedS3Process | None = None
@@ -259,8 +261,17 @@ class ObjectStoreManager:
 
     def read_counts(self) -> Counts:
         """What clients read from the embedded server, by bucket, minute and topic
-        (``tiered.read_meter``); {} for another object store."""
-        return load_counts(self.data_dir) if self.embedded else {}
+        (``tiered.read_meter``); {} for another object store. The file is parsed again
+        only when the server rewrote it (the meter asks once per cluster per pass)."""
+        if not self.embedded:
+            return {}
+        try:
+            stamp = (self.data_dir / READS_FILE).stat().st_mtime_ns
+        except FileNotFoundError:
+            return {}
+        if stamp != self._reads[0]:
+            self._reads = (stamp, load_counts(self.data_dir))
+        return self._reads[1]
 
     def forget_cluster_keys(self, bucket: str) -> None:
         """Remove the keys of a deleted cluster's bucket (they stop working at once)."""
