@@ -34,7 +34,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SluiceCluster]
     users = users_file(tmp_path, [f"SCRAM-SHA-512=[name={INTERNAL},password={INTERNAL_PASSWORD}]"])
     credentials = tmp_path / "internal.json"
     write_credentials(credentials, SaslCredentials(INTERNAL, INTERNAL_PASSWORD))
-    cluster = SluiceCluster(tmp_path / "cluster", 3, {"offsets.topic.replication.factor": "3"})
+    cluster = SluiceCluster(
+        tmp_path / "cluster",
+        3,
+        # Three partitions, not fifty: the group below waits for them all to get leaders.
+        {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3"},
+    )
     for i, broker in enumerate(cluster.brokers):
         broker.settings.update(
             {
@@ -93,7 +98,7 @@ def test_a_cluster_forms_and_replicates_over_sasl(cluster: SluiceCluster) -> Non
     )
     consumer.subscribe(["replicated"])
     seen: set[bytes] = set()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # the group's first join creates __consumer_offsets
     while len(seen) < 300 and time.monotonic() < deadline:
         for msg in consumer.consume(500, 0.5):
             assert msg.error() is None, msg.error()
