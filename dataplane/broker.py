@@ -22,6 +22,7 @@ from dataplane.cluster.member import ClusterMember
 from dataplane.cluster.producer_ids import ProducerIdManager
 from dataplane.cluster.topics import NewTopic
 from dataplane.config import BROKER_CONFIGS, BrokerConfig
+from dataplane.coordinator_log import CoordinatorLog
 from dataplane.durable import write_atomically
 from dataplane.groups.coordinator import GroupCoordinator
 from dataplane.log.housekeeping import housekeeping_loop
@@ -32,7 +33,10 @@ from dataplane.remote.manager import RemoteLogManager
 from dataplane.replication.manager import ReplicaManager
 from dataplane.security.access import AccessControl
 from dataplane.security.listeners import parse_listeners
+from dataplane.transactions.coordinator import TRANSACTIONS, TransactionCoordinator
+from dataplane.transactions.markers import MarkerSender, MarkerWriter
 from dataplane.transforms.manager import TransformManager
+from wire.client import Channels
 from wire.errors import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,24 @@ class Broker:
         self.groups = GroupCoordinator(
             config, self.metadata, self.cluster, self.replicas, self.logs
         )
+        self.marker_writer = MarkerWriter(self.replicas, self.logs, self.groups)
+        self.transactions = TransactionCoordinator(
+            CoordinatorLog(
+                TRANSACTIONS,
+                config,
+                image=self.metadata,
+                cluster=self.cluster,
+                replicas=self.replicas,
+                logs=self.logs,
+            ),
+            self.producer_ids,
+            MarkerSender(
+                config,
+                self.metadata,
+                self.marker_writer,
+                Channels(f"sluice-broker-{self.node_id}-txn", self.cluster.credentials),
+            ),
+        )
         self.transforms = TransformManager(
             config, self.metadata, self.cluster, self.replicas, self.producer_ids
         )
@@ -107,6 +129,7 @@ class Broker:
         await self.cluster.wait_registered(STARTUP_TIMEOUT_S)
         self.replicas.activate()
         await self.groups.start()
+        self.transactions.start()
         if self.remote is not None:
             await self.remote.start()
         self.transforms.start()
@@ -124,6 +147,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.producer_ids.stop()
+        await self.transactions.stop()
+        await self.transactions.markers.channels.close()
         await self.groups.stop()
         if self.remote is not None:
             await self.remote.stop()
@@ -163,6 +188,7 @@ class Broker:
             self.apply_dynamic_configs()
         self.replicas.on_metadata(delta)
         self.groups.on_metadata(delta)
+        self.transactions.on_metadata(delta)
         self.transforms.on_metadata(delta)
 
     def _remove_topic_locally(self, info: TopicInfo) -> None:

@@ -177,13 +177,38 @@ class CoordinatorLoadInProgress(BrokerError):
     code = ErrorCode.coordinator_load_in_progress
 
 
-class TransactionsNotSupported(BrokerError):
-    """A request for a transaction coordinator before Sluice has one. Answered with
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the one FindCoordinator error that every client
-    (librdkafka included, which retries all others) treats as fatal, so transactional
-    producers fail at once with this message instead of retrying until their timeout."""
+class TransactionCoordinatorFenced(BrokerError):
+    """A marker or request from a coordinator epoch older than one already seen."""
 
-    code = ErrorCode.transactional_id_authorization_failed
+    code = ErrorCode.transaction_coordinator_fenced
+
+
+class ProducerFenced(BrokerError):
+    """A newer producer with the same transactional id has started (its epoch is higher)."""
+
+    code = ErrorCode.producer_fenced
+
+
+class InvalidTxnState(BrokerError):
+    code = ErrorCode.invalid_txn_state
+
+
+class ConcurrentTransactions(BrokerError):
+    """The previous transaction of this transactional id is still completing: retry."""
+
+    code = ErrorCode.concurrent_transactions
+
+
+class InvalidTransactionTimeout(BrokerError):
+    code = ErrorCode.invalid_transaction_timeout
+
+
+class InvalidProducerIdMapping(BrokerError):
+    code = ErrorCode.invalid_producer_id_mapping
+
+
+class TransactionalIdNotFound(BrokerError):
+    code = ErrorCode.transactional_id_not_found
 
 
 class TopicAuthorizationFailed(BrokerError):

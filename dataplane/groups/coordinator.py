@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dataplane.cluster.image import Delta
+from dataplane.coordinator_log import CoordinatorLog
 from dataplane.groups.group import ClassicGroup, GroupState, Member
 from dataplane.groups.membership import Membership
 from dataplane.groups.offsets import CommittedOffset, OffsetStore
@@ -44,7 +45,8 @@ from dataplane.groups.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from dataplane.groups.storage import OFFSETS_TOPIC, OffsetsTopic, Record
+from dataplane.groups.storage import GROUPS, OFFSETS_TOPIC, Record
+from dataplane.groups.txn_offsets import PendingOffset, PendingTxnOffsets
 from wire.errors import (
     BrokerError,
     CoordinatorNotAvailable,
@@ -57,9 +59,10 @@ from wire.errors import (
     NotCoordinator,
     OffsetMetadataTooLarge,
     RebalanceInProgress,
-    TransactionsNotSupported,
     UnknownMemberId,
 )
+from wire.record_batch import TRANSACTIONAL_BIT, encode_batch
+from wire.transactions import ControlType, marker_of
 
 if TYPE_CHECKING:
     from dataplane.cluster.image import MetadataImage
@@ -71,11 +74,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
-TRANSACTION_KEY_TYPE = 1
-TRANSACTIONS_NOT_SUPPORTED = (
-    "Transactions are not supported by Sluice yet: use an idempotent producer without "
-    "transactional.id"
-)
 OFFSETS_RETENTION_CHECK_INTERVAL_MS = 600000
 """Kafka's offsets.retention.check.interval.ms default."""
 
@@ -108,9 +106,12 @@ class GroupCoordinator:
     ) -> None:
         self.config = config
         self.image = image
-        self.storage = OffsetsTopic(config, image, cluster, replicas, logs)
+        self.storage = CoordinatorLog(
+            GROUPS, config, image=image, cluster=cluster, replicas=replicas, logs=logs
+        )
         self.membership = Membership(config, self.storage)
         self.offsets = OffsetStore()
+        self.txn_offsets = PendingTxnOffsets()
         self._expiry_task: asyncio.Task[None] | None = None
 
     @property
@@ -154,9 +155,16 @@ class GroupCoordinator:
             return
         count = 0
         before = set(self.groups)
-        for key, value in self.storage.replay(plog):
-            self._replay(key, value)
-            count += 1
+        for header, records in self.storage.replay_batches(plog):
+            if header.is_control:
+                self._replay_marker(partition, header.producer_id, records)
+                continue
+            for key, value in records:
+                if header.is_transactional:
+                    self._replay_pending(partition, header.producer_id, key, value)
+                else:
+                    self._replay(key, value)
+                count += 1
         self.storage.loaded.add(partition)
         self.membership.on_loaded([g for name, g in self.groups.items() if name not in before])
         (log.info if count else log.debug)(
@@ -170,6 +178,7 @@ class GroupCoordinator:
 
     def _unload(self, partition: int) -> None:
         self.storage.loaded.discard(partition)
+        self.txn_offsets.drop_partition(partition)
         gone = [
             g
             for g in list(self.groups.values())
@@ -222,6 +231,95 @@ class GroupCoordinator:
         except CorruptRecord as exc:
             log.error("skipping unreadable %s record: %s", OFFSETS_TOPIC, exc)
 
+    def _replay_pending(
+        self, partition: int, producer_id: int, key: bytes, value: bytes | None
+    ) -> None:
+        """An offset record of a transaction: held until the transaction's marker."""
+        try:
+            decoded = decode_key(key)
+            if not isinstance(decoded, OffsetKey):
+                return
+            committed = None
+            if value is not None:
+                v = decode_offset_value(value)
+                committed = CommittedOffset(
+                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                )
+        except CorruptRecord as exc:
+            log.error("skipping unreadable %s record: %s", OFFSETS_TOPIC, exc)
+            return
+        self.txn_offsets.add(
+            partition,
+            producer_id,
+            [PendingOffset(decoded.group, decoded.topic, decoded.partition, committed)],
+        )
+
+    def _replay_marker(self, partition: int, producer_id: int, records: list[Record]) -> None:
+        try:
+            marker = marker_of(*records[0]) if records else None
+        except CorruptRecord as exc:
+            log.error("skipping unreadable %s marker: %s", OFFSETS_TOPIC, exc)
+            return
+        if marker is not None:
+            self.complete_transaction(partition, producer_id, marker.type is ControlType.COMMIT)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker reached ``partition`` of ``__consumer_offsets``: its
+        offsets there become visible (COMMIT) or are dropped (ABORT)."""
+        for done in self.txn_offsets.complete(partition, producer_id, commit, self.offsets):
+            if commit:
+                self.membership.get_or_create(done.group)
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer: tuple[int, int],
+        entries: list[OffsetCommitEntry],
+    ) -> CommitOutcome:
+        """TxnOffsetCommit: the offsets are written as a transactional batch of ``producer``
+        (id, epoch) and stay pending until the transaction's marker."""
+        if not self.active:
+            raise CoordinatorNotAvailable()
+        if not self.storage.owns(group_id):
+            raise NotCoordinator()
+        now = int(time.time() * 1000)
+        limit = self.config.get_int("offset.metadata.max.bytes")
+        errors: list[BrokerError | None] = []
+        records: list[Record] = []
+        pending: list[PendingOffset] = []
+        for entry in entries:
+            metadata = entry.metadata
+            if metadata is not None and _java_length(metadata) > limit:
+                errors.append(
+                    OffsetMetadataTooLarge(
+                        f"commit metadata is longer than offset.metadata.max.bytes={limit}"
+                    )
+                )
+                continue
+            value = CommittedOffset(entry.offset, entry.leader_epoch, metadata or "", now, -1)
+            records.append(
+                (
+                    encode_offset_key(group_id, entry.topic, entry.partition),
+                    encode_offset_value(
+                        OffsetValue(value.offset, value.leader_epoch, value.metadata, now, -1)
+                    ),
+                )
+            )
+            pending.append(PendingOffset(group_id, entry.topic, entry.partition, value))
+            errors.append(None)
+        durable = None
+        if records:
+            batch = encode_batch(
+                records,
+                timestamp_ms=now,
+                producer_id=producer[0],
+                producer_epoch=producer[1],
+                attributes=TRANSACTIONAL_BIT,
+            )
+            durable = self.storage.append(group_id, [], batch=batch)
+            self.txn_offsets.add(self.storage.partition_for(group_id), producer[0], pending)
+        return CommitOutcome(errors, durable)
+
     # ------------------------------------------------------------------ coordinator lookup
 
     def find_coordinator(self, key_type: int, key: str) -> tuple[int, str, int]:
@@ -231,16 +329,7 @@ class GroupCoordinator:
         if key_type == GROUP_KEY_TYPE:
             if not self.active:
                 raise CoordinatorNotAvailable()
-            image = self.image
-            if OFFSETS_TOPIC not in image.topics:
-                raise CoordinatorNotAvailable()
-            state = image.partition(OFFSETS_TOPIC, self.storage.partition_for(key))
-            leader = None if state is None else image.brokers.get(state.leader)
-            if leader is None or leader.fenced:
-                raise CoordinatorNotAvailable()
-            return leader.broker_id, leader.host, leader.port
-        if key_type == TRANSACTION_KEY_TYPE:
-            raise TransactionsNotSupported(TRANSACTIONS_NOT_SUPPORTED)
+            return self.storage.leader_of(key)
         raise InvalidRequest(f"unknown coordinator key type {key_type}")
 
     # ------------------------------------------------------------------ offsets

@@ -64,7 +64,7 @@ from wire.errors import (
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig
-    from dataplane.groups.storage import OffsetsTopic
+    from dataplane.coordinator_log import CoordinatorLog
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def _now_ms() -> int:
 class Membership:
     """The groups of this coordinator and their rebalance state machines."""
 
-    def __init__(self, config: BrokerConfig, storage: OffsetsTopic) -> None:
+    def __init__(self, config: BrokerConfig, storage: CoordinatorLog) -> None:
         self.config = config
         self.storage = storage
         self.groups: dict[str, ClassicGroup] = {}

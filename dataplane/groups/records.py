@@ -52,6 +52,7 @@ OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -105,9 +106,17 @@ class GroupValue:
 # --------------------------------------------------------------------------- encoding
 
 
-class _Writer:
+class RecordWriter:
+    """Classic (non-flexible) fields after an int16 version, as coordinator records use."""
+
     def __init__(self, version: int) -> None:
         self.out = bytearray(_I16.pack(version))
+
+    def i8(self, value: int) -> None:
+        self.out += _I8.pack(value)
+
+    def i16(self, value: int) -> None:
+        self.out += _I16.pack(value)
 
     def i32(self, value: int) -> None:
         self.out += _I32.pack(value)
@@ -129,7 +138,7 @@ class _Writer:
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
-    w = _Writer(OFFSET_KEY_VERSION)
+    w = RecordWriter(OFFSET_KEY_VERSION)
     w.string(group)
     w.string(topic)
     w.i32(partition)
@@ -137,20 +146,20 @@ def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_group_key(group: str) -> bytes:
-    w = _Writer(GROUP_KEY_VERSION)
+    w = RecordWriter(GROUP_KEY_VERSION)
     w.string(group)
     return bytes(w.out)
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
     if value.expire_timestamp >= 0:
-        w = _Writer(OFFSET_VALUE_WITH_EXPIRY)
+        w = RecordWriter(OFFSET_VALUE_WITH_EXPIRY)
         w.i64(value.offset)
         w.string(value.metadata)
         w.i64(value.commit_timestamp)
         w.i64(value.expire_timestamp)
         return bytes(w.out)
-    w = _Writer(OFFSET_VALUE_VERSION)
+    w = RecordWriter(OFFSET_VALUE_VERSION)
     w.i64(value.offset)
     w.i32(value.leader_epoch)
     w.string(value.metadata)
@@ -159,7 +168,7 @@ def encode_offset_value(value: OffsetValue) -> bytes:
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    w = _Writer(GROUP_VALUE_VERSION)
+    w = RecordWriter(GROUP_VALUE_VERSION)
     w.string(value.protocol_type)
     w.i32(value.generation)
     w.string(value.protocol)
@@ -181,18 +190,26 @@ def encode_group_value(value: GroupValue) -> bytes:
 # --------------------------------------------------------------------------- decoding
 
 
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
+class RecordReader:
+    """Fields of a coordinator record, classic or flexible; CorruptRecord names ``what``."""
+
+    def __init__(
+        self, data: bytes, flexible: bool = False, what: str = "__consumer_offsets"
+    ) -> None:
         self.data = data
         self.pos = 0
         self.flexible = flexible
+        self.what = what
 
     def _take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
-            raise CorruptRecord("truncated __consumer_offsets record")
+            raise CorruptRecord(f"truncated {self.what} record")
         chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
+
+    def i8(self) -> int:
+        return int(_I8.unpack(self._take(1))[0])
 
     def i16(self) -> int:
         return int(_I16.unpack(self._take(2))[0])
@@ -213,7 +230,7 @@ class _Reader:
                 return value
             shift += 7
             if shift > 35:
-                raise CorruptRecord("varint too long in __consumer_offsets record")
+                raise CorruptRecord(f"varint too long in {self.what} record")
 
     def nullable_string(self) -> str | None:
         size = self.uvarint() - 1 if self.flexible else self.i16()
@@ -241,7 +258,7 @@ class _Reader:
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     """The key of one record, or None for record types this coordinator does not use."""
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string(), r.string(), r.i32())
@@ -254,7 +271,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
     version = _I16.unpack_from(data, 0)[0] if len(data) >= 2 else -1
     if not 0 <= version <= 4:
         raise CorruptRecord(f"unknown OffsetCommitValue version {version}")
-    r = _Reader(data, flexible=version >= 4)
+    r = RecordReader(data, flexible=version >= 4)
     r.pos = 2
     offset = r.i64()
     epoch = r.i32() if version >= 3 else -1
@@ -269,7 +286,7 @@ def decode_group_value(data: bytes) -> GroupValue:
     version = _I16.unpack_from(data, 0)[0] if len(data) >= 2 else -1
     if not 0 <= version <= 4:
         raise CorruptRecord(f"unknown GroupMetadataValue version {version}")
-    r = _Reader(data, flexible=version >= 4)
+    r = RecordReader(data, flexible=version >= 4)
     r.pos = 2
     protocol_type = r.string()
     generation = r.i32()
@@ -309,7 +326,7 @@ def decode_group_value(data: bytes) -> GroupValue:
 def subscribed_topics(metadata: bytes) -> frozenset[str]:
     """The topics a consumer's ConsumerProtocolSubscription names (any version: the fields
     after the topic list are not read). CorruptRecord if it is not one."""
-    r = _Reader(metadata)
+    r = RecordReader(metadata)
     r.i16()
     count = r.i32()
     if count < 0:

@@ -2,11 +2,15 @@
 
 Only a partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
 UNKNOWN_LEADER_EPOCH for a client whose leader epoch is older / newer). Consumers read up
-to the high watermark; a follower (``replica_id`` >= 0) reads up to the log end, and its
-fetch offset tells the leader how far it has replicated. The handler reads once; if fewer
+to the high watermark -- with ``isolation_level`` 1 (read_committed, v4+) up to the last
+stable offset, and the answer lists the aborted transactions overlapping the range served
+(``aborted_transactions``; null for read_uncommitted, as Kafka); every answer carries the
+LSO in ``last_stable_offset``. A follower (``replica_id`` >= 0) reads up to the log end, and
+its fetch offset tells the leader how far it has replicated. The handler reads once; if fewer
 than ``min_bytes`` are ready it waits, up to ``max_wait``, on the requested partitions'
 ``Partition`` waiters (woken by an append, a high-watermark advance, a truncation or the
-log closing) and reads again. It runs as its own task, so a waiting fetch never holds back
+log closing; a marker moving the LSO is an append, a marker passing the high watermark an
+advance) and reads again. It runs as its own task, so a waiting fetch never holds back
 other requests on the connection. Fetch sessions (KIP-227) are not kept: the answer's
 session id is 0, which tells clients to send full fetch requests.
 
@@ -35,12 +39,14 @@ from dataplane.handlers.context import RequestContext
 from dataplane.log.partition_log import PartitionLog
 from dataplane.replication.partition import Partition
 from wire.errors import BrokerError, error_code_for
+from wire.record_batch import iter_headers
 
 API_KEY = 1
 ZERO = datetime.timedelta(0)
 REMOTE = b"<remote>"
 """Placeholder result of a partition to read from the remote tier."""
 ZERO_UUID = uuid.UUID(int=0)
+READ_COMMITTED = 1
 
 
 @dataclass(slots=True)
@@ -55,6 +61,8 @@ class _Wanted:
     """A follower's fetch: reads up to the log end, not the high watermark."""
     part: Partition | None = None
     """The replica resolved (set with ``plog``): a long poll waits on it."""
+    committed: bool = False
+    """read_committed: reads up to the last stable offset."""
 
 
 def handle(ctx: RequestContext, request: req.FetchRequest) -> Any:
@@ -131,6 +139,7 @@ def _replica_id(request: Any) -> int:
 def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
     broker = ctx.broker
     replica_id = _replica_id(request)
+    committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     now = time.monotonic()
     wanted: list[_Wanted] = []
     # a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic (Kafka's)
@@ -174,6 +183,7 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
                     perr,
                     replica_id >= 0,
                     part,
+                    committed,
                 )
             )
     return wanted
@@ -200,9 +210,12 @@ def _read_all(
                 results.append((ErrorCode.none, REMOTE))
             continue
         try:
-            upper = plog.log_end_offset if w.replica else plog.high_watermark
+            if w.replica:
+                upper = plog.log_end_offset
+            else:
+                upper = plog.last_stable_offset if w.committed else plog.high_watermark
             if w.offset > upper and not w.replica and w.offset <= plog.log_end_offset:
-                data: bytes | memoryview = b""  # beyond the high watermark: nothing yet
+                data: bytes | memoryview = b""  # beyond the HW / LSO: nothing yet
             else:
                 data = plog.read(w.offset, max(budget, 1), upper=upper)
         except BrokerError as exc:
@@ -228,18 +241,22 @@ def _response(
                 meter.replication(plog.topic, len(data))
             else:
                 meter.bytes_out(plog.topic, ctx.caller, len(data))
-        hw = plog.high_watermark if plog is not None else -1
-        start = -1
+        hw = lso = start = -1
+        aborted = None
         if plog is not None:
+            hw = plog.high_watermark
+            lso = plog.last_stable_offset
             start = plog.log_start_offset if w.replica else plog.first_offset
+            if w.committed:
+                aborted = _aborted(ctx, plog, w.offset, data)
         part = ctx.make(
             resp.PartitionData,
             partition_index=w.partition,
             error_code=code,
             high_watermark=hw,
-            last_stable_offset=hw,
+            last_stable_offset=lso,
             log_start_offset=start,
-            aborted_transactions=None,
+            aborted_transactions=aborted,
             records=data,
         )
         entry = by_topic.setdefault(id(w.topic), (w.topic, []))
@@ -260,3 +277,21 @@ def _response(
         session_id=0,
         responses=responses,
     )
+
+
+def _aborted(
+    ctx: RequestContext, plog: PartitionLog, offset: int, data: bytes | memoryview
+) -> tuple[Any, ...]:
+    """The aborted transactions overlapping the batches served (read_committed)."""
+    if not data:
+        return ()
+    found = plog.aborted_transactions(offset, _served_end(data, offset))
+    return tuple(
+        ctx.make(resp.AbortedTransaction, producer_id=pid, first_offset=first)
+        for pid, first in found
+    )
+
+
+def _served_end(data: bytes | memoryview, offset: int) -> int:
+    """One past the last offset of the whole batches in ``data``."""
+    return max((h.next_offset for h in iter_headers(data)), default=offset + 1)

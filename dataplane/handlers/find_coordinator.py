@@ -1,10 +1,10 @@
-"""FindCoordinator (10): this broker coordinates every group it leads the partition of.
+"""FindCoordinator (10): the coordinator of a group (key type 0: the leader of its
+``__consumer_offsets`` partition) or of a transactional id (key type 1: the leader of its
+``__transaction_state`` partition).
 
 v0-v3 ask for one key; v4+ for a batch (``coordinator_keys``), each answered on its own.
-Transaction coordinators (key type 1) do not exist yet: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-with a message that says so, the one error every client treats as fatal here (with
-COORDINATOR_NOT_AVAILABLE they would retry until their own timeout; librdkafka retries
-every other code too).
+The first lookup of each kind creates its topic, as Kafka does. DESCRIBE on the group or
+the transactional id is needed.
 """
 
 from __future__ import annotations
@@ -17,18 +17,23 @@ from kio.schema.find_coordinator.v6 import request as req
 from kio.schema.find_coordinator.v6 import response as resp
 
 from dataplane.authorizer import Operation
+from dataplane.coordinator_log import CoordinatorLog
 from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.handlers._groups import DEFAULT_MESSAGES, ZERO, coordinator_of
+from dataplane.handlers._txn import require_transactional_id
 from dataplane.handlers.context import RequestContext
+from dataplane.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from wire.errors import (
     BrokerError,
     CoordinatorNotAvailable,
-    TransactionsNotSupported,
+    InvalidRequest,
+    TransactionalIdAuthorizationFailed,
     error_code_for,
 )
 
 API_KEY = 10
 BATCHED_VERSION = 4
+TRANSACTION_KEY_TYPE = 1
 
 
 def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int]:
@@ -36,7 +41,12 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int
     DESCRIBE on the group (key type 0) is needed, as Kafka's."""
     if key_type == 0:
         ctx.require_group(Operation.DESCRIBE, key)
-    node, host, port = coordinator_of(ctx).find_coordinator(key_type, key)
+        node, host, port = coordinator_of(ctx).find_coordinator(key_type, key)
+    elif key_type == TRANSACTION_KEY_TYPE:
+        require_transactional_id(ctx, Operation.DESCRIBE, key)
+        node, host, port = ctx.broker.transactions.find_coordinator(key)
+    else:
+        raise InvalidRequest(f"unknown coordinator key type {key_type}")
     info = ctx.broker.metadata.brokers.get(node)
     if info is not None:
         address = info.address_on(ctx.listener)
@@ -50,19 +60,22 @@ def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str, int
 
 def handle(ctx: RequestContext, request: req.FindCoordinatorRequest) -> Any:
     key_type = int(getattr(request, "key_type", 0))
-    if key_type == 0 and OFFSETS_TOPIC not in ctx.broker.metadata.topics:
-        return _after_creating_offsets_topic(ctx, request)
+    topics = ctx.broker.metadata.topics
+    if key_type == 0 and OFFSETS_TOPIC not in topics:
+        return _after_creating(ctx, request, key_type, ctx.broker.groups.storage)
+    if key_type == TRANSACTION_KEY_TYPE and TRANSACTION_STATE_TOPIC not in topics:
+        return _after_creating(ctx, request, key_type, ctx.broker.transactions.storage)
     return _answer(ctx, request, key_type)
 
 
-async def _after_creating_offsets_topic(ctx: RequestContext, request: Any) -> Any:
-    """The first FindCoordinator creates ``__consumer_offsets`` (as Kafka does)."""
-    groups = ctx.broker.groups
-    if groups is not None:
-        with contextlib.suppress(BrokerError, OSError, TimeoutError):
-            await groups.storage.ensure_topic()
-            await ctx.broker.await_topic(OFFSETS_TOPIC)
-    return _answer(ctx, request, 0)
+async def _after_creating(
+    ctx: RequestContext, request: Any, key_type: int, storage: CoordinatorLog
+) -> Any:
+    """The first FindCoordinator of a kind creates its topic (as Kafka does)."""
+    with contextlib.suppress(BrokerError, OSError, TimeoutError):
+        await storage.ensure_topic()
+        await ctx.broker.await_topic(storage.topic.name)
+    return _answer(ctx, request, key_type)
 
 
 def _answer(ctx: RequestContext, request: Any, key_type: int) -> Any:
@@ -125,4 +138,4 @@ def _one(ctx: RequestContext, key_type: int, key: str) -> Any:
 
 
 def _message(exc: BrokerError, default: str | None) -> str | None:
-    return exc.message if isinstance(exc, TransactionsNotSupported) else default
+    return exc.message if isinstance(exc, TransactionalIdAuthorizationFailed) else default

@@ -1,6 +1,8 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp.
 
-Answered by the partition's leader only; "latest" is the high watermark.
+Answered by the partition's leader only; "latest" is the high watermark, or with
+``isolation_level`` 1 (read_committed, v2+) the last stable offset; as Kafka, a
+read_committed lookup by timestamp (or -3) finds nothing at or above the LSO.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from wire.errors import BrokerError, error_code_for
 API_KEY = 2
 ZERO = datetime.timedelta(0)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+READ_COMMITTED = 1
 
 
 def handle(ctx: RequestContext, request: req.ListOffsetsRequest) -> Any:
@@ -56,6 +59,7 @@ def _answer(
     ctx: RequestContext, request: Any, found: dict[tuple[str, int], tuple[int, int] | BrokerError]
 ) -> Any:
     topics = []
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
@@ -71,6 +75,8 @@ def _answer(
                 if isinstance(hit, BrokerError):
                     raise hit
                 offset, timestamp = hit if hit is not None else _lookup(plog, p.timestamp)
+                if committed and p.timestamp not in (EARLIEST, EARLIEST_LOCAL):
+                    offset, timestamp = _committed(plog, p.timestamp, offset, timestamp)
                 partitions.append(
                     ctx.make(
                         resp.ListOffsetsPartitionResponse,
@@ -93,6 +99,14 @@ def _answer(
             ctx.make(resp.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions))
         )
     return ctx.make(resp.ListOffsetsResponse, throttle_time=ZERO, topics=tuple(topics))
+
+
+def _committed(plog: PartitionLog, asked: int, offset: int, timestamp: int) -> tuple[int, int]:
+    """A read_committed answer: latest is the LSO; other lookups stop below it."""
+    stable = plog.last_stable_offset
+    if asked == LATEST:
+        return stable, -1
+    return (offset, timestamp) if offset < stable else (-1, -1)
 
 
 def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:

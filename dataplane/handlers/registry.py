@@ -15,6 +15,8 @@ from types import ModuleType
 from typing import Any, TypeAlias
 
 from dataplane.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     allocate_producer_ids,
     alter_configs,
     alter_partition,
@@ -35,7 +37,9 @@ from dataplane.handlers import (
     describe_configs,
     describe_groups,
     describe_remote_log,
+    describe_transactions,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -46,6 +50,7 @@ from dataplane.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -57,7 +62,9 @@ from dataplane.handlers import (
     sasl_handshake,
     sync_group,
     transforms,
+    txn_offset_commit,
     unregister_broker,
+    write_txn_markers,
 )
 from dataplane.handlers._versions import SUPPORTED_VERSIONS
 from dataplane.handlers.context import RequestContext
@@ -69,6 +76,13 @@ Reply: TypeAlias = Any | Awaitable[Any | None] | None
 Handler: TypeAlias = Callable[[RequestContext, Any], Reply]
 
 MODULES: tuple[ModuleType, ...] = (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    describe_transactions,
+    end_txn,
+    list_transactions,
+    txn_offset_commit,
+    write_txn_markers,
     allocate_producer_ids,
     alter_configs,
     alter_partition,

@@ -2,12 +2,12 @@
 
 Terms. The *cleanable* part of a log is its sealed, closed segments from the log start up
 to (not including) the first segment that is too young (largest timestamp within
-``min.compaction.lag.ms`` of now), the active segment, or anything above the high
-watermark. Below the *first dirty offset* (the cleaner's checkpoint) every key has been
-deduplicated already; the *dirty ratio* is dirty bytes / cleanable bytes. A partition is
-cleaned when its dirty ratio exceeds ``min.cleanable.dirty.ratio``, or when the latest
-tombstone delete horizon it recorded has passed (so tombstones go even without new
-writes, KIP-534).
+``min.compaction.lag.ms`` of now), the active segment, or anything at or above the last
+stable offset (so no open transaction is ever cleaned). Below the *first dirty offset*
+(the cleaner's checkpoint) every key has been deduplicated already; the *dirty ratio* is
+dirty bytes / cleanable bytes. A partition is cleaned when its dirty ratio exceeds
+``min.cleanable.dirty.ratio``, or when the latest tombstone delete horizon it recorded has
+passed (so tombstones go even without new writes, KIP-534).
 
 One pass:
 
@@ -24,7 +24,12 @@ One pass:
    A batch that keeps tombstones and has no delete horizon gets one (now +
    ``delete.retention.ms``) in its base timestamp. A batch left empty is dropped, except
    the last batch of a live idempotent producer, which stays as an empty batch so the
-   producer's sequence state survives a restart. Control batches are kept.
+   producer's sequence state survives a restart. Control batches are kept. Transactions
+   (Kafka's ``CleanedTransactionMetadata``): the transactional data batches of aborted
+   transactions (known from the transaction indexes) are dropped, and never enter the key
+   map; committed transactional records are compacted like any others; markers and
+   transaction index entries stay (the group's entries are merged into the output's
+   ``B.txnindex``, written before the swap is committed).
 3. Still in the thread, each group is committed crash-safely: the output ``B.cleaned`` is
    fsynced and renamed to ``B.E.swap`` (E: the group's end offset) and the directory
    fsynced -- from here a crash completes the swap on the next load -- then the old
@@ -50,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dataplane.durable import fsync_dir
+from dataplane.durable import fsync_dir, write_atomically
 from dataplane.log.segment import (
     MAX_RELATIVE_OFFSET,
     SCAN_CHUNK,
@@ -58,6 +63,7 @@ from dataplane.log.segment import (
     background_executor,
     segment_name,
 )
+from dataplane.log.transactions import AbortedBatches, collect_aborted
 from wire.errors import CorruptRecord
 from wire.record_batch import (
     DELETE_HORIZON_BIT,
@@ -69,6 +75,7 @@ from wire.record_batch import (
     encode_empty_batch,
     parse_header,
 )
+from wire.transactions import AbortedTxn, encode_txn_index
 
 if TYPE_CHECKING:
     from dataplane.log.manager import LogManager
@@ -96,6 +103,8 @@ class CleanPlan:
     segment_bytes: int
     index_interval: int
     map_budget: int
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    """Aborted transactions overlapping the cleanable segments."""
     fds: dict[int, int] = field(default_factory=dict)
     """id(segment) -> a duplicated descriptor the thread reads through."""
 
@@ -126,7 +135,7 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, map_budget: int) -> CleanPlan
     config = plog.config
     if plog.closed or "compact" not in config.get_list("cleanup.policy"):
         return None
-    hw = plog.high_watermark
+    stable = plog.last_stable_offset
     start = plog.log_start_offset
     candidates: list[Segment] = []
     for segment in plog.segments[:-1]:
@@ -135,7 +144,7 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, map_budget: int) -> CleanPlan
             or segment.deleted
             or segment.cleaning
             or segment.fd < 0
-            or segment.next_offset > hw
+            or segment.next_offset > stable
         ):
             break
         if segment.next_offset <= start:
@@ -176,6 +185,7 @@ def plan_cleaning(plog: PartitionLog, now_ms: int, map_budget: int) -> CleanPlan
         segment_bytes=config.get_int("segment.bytes"),
         index_interval=config.get_int("index.interval.bytes"),
         map_budget=map_budget,
+        aborted=collect_aborted(plog.segments, cleanable[0].base_offset, cleanable[-1].next_offset),
     )
 
 
@@ -214,12 +224,13 @@ def build_offset_map(plan: CleanPlan) -> tuple[dict[bytes, int], int, int]:
     used = 0
     covered = 0
     end = plan.first_dirty
+    aborted = AbortedBatches(plan.aborted)
     for segment in plan.segments[plan.dirty_index :]:
         if covered and used > plan.map_budget:
             break
         fd = plan.fds[id(segment)]
         for header, raw in _batches(fd, segment.size):
-            if header.is_control or header.record_count == 0:
+            if aborted.is_aborted(header) or header.is_control or header.record_count == 0:
                 continue
             for record in decode_records(raw):
                 key = record.key
@@ -241,13 +252,17 @@ def filter_batch(
     now_ms: int,
     delete_retention_ms: int,
     producer_last: dict[int, int],
+    aborted: bool = False,
 ) -> tuple[bytes | None, int, int]:
     """What of one batch survives: (bytes or None, delete horizon kept or -1, records removed).
 
-    Returns ``raw`` itself when nothing changes.
+    Returns ``raw`` itself when nothing changes. ``aborted``: a transactional batch of an
+    aborted transaction, whose records all go.
     """
     if header.is_control:
         return raw, -1, 0
+    if aborted:
+        return _aborted_batch(raw, header, producer_last), -1, header.record_count
     records = decode_records(raw)
     horizon = header.delete_horizon
     expired = 0 <= horizon <= now_ms
@@ -289,6 +304,14 @@ def filter_batch(
     return rewritten, horizon, removed
 
 
+def _aborted_batch(raw: bytes, header: BatchHeader, producer_last: dict[int, int]) -> bytes | None:
+    """What stays of a batch of an aborted transaction: nothing, or an empty batch when it
+    is its producer's last (its sequence state must survive)."""
+    if header.producer_id >= 0 and producer_last.get(header.producer_id) == header.last_offset:
+        return encode_empty_batch(header) if header.record_count else raw
+    return None
+
+
 def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment]]:
     """Consecutive runs whose total size fits ``max_bytes`` (each at least one segment)."""
     groups: list[list[Segment]] = []
@@ -309,7 +332,11 @@ def group_segments(segments: list[Segment], max_bytes: int) -> list[list[Segment
 
 
 def _clean_group(
-    plan: CleanPlan, group: list[Segment], offsets: dict[bytes, int], result: CleanResult
+    plan: CleanPlan,
+    group: list[Segment],
+    offsets: dict[bytes, int],
+    result: CleanResult,
+    aborted: AbortedBatches,
 ) -> tuple[Segment | None, int]:
     """Rewrite one group into a new segment and commit it on disk (None: unchanged)."""
     directory = plan.plog.directory
@@ -332,6 +359,7 @@ def _clean_group(
                     now_ms=plan.now_ms,
                     delete_retention_ms=plan.delete_retention_ms,
                     producer_last=plan.producer_last,
+                    aborted=aborted.is_aborted(header),
                 )
                 latest_horizon = max(latest_horizon, horizon)
                 result.records_removed += removed
@@ -352,6 +380,8 @@ def _clean_group(
             out.append_pieces([buf], len(buf), headers)
         out.next_offset = group[-1].next_offset
         out.closed = True
+        # closed segments' entries no longer change (markers go to the active segment)
+        out.aborted = [e for segment in group for e in segment.aborted]
     except BaseException:
         out.delete()  # nothing was committed: the old segments are untouched
         raise
@@ -379,6 +409,10 @@ def _commit(out: Segment, group: list[Segment], path: Path) -> None:
     """Replace ``group`` on disk by ``out``; crash-safe from the .swap rename on."""
     os.fsync(out.fd)
     first = group[0].base_offset
+    if out.aborted and len(group) > 1:
+        # before the swap exists: if it never does, the old first segment loads this
+        # superset and drops the entries outside its offsets
+        write_atomically(out.txn_index_path, encode_txn_index(out.aborted))
     swap = path / f"{first:020d}.{group[-1].next_offset:020d}.swap"
     os.rename(out.path, swap)
     out.path = swap
@@ -388,6 +422,7 @@ def _commit(out: Segment, group: list[Segment], path: Path) -> None:
             segment.drop_index_file()
         for segment in group[1:]:
             segment.path.unlink(missing_ok=True)
+            segment.txn_index_path.unlink(missing_ok=True)
         final = path / segment_name(first, ".log")
         os.rename(swap, final)
         out.path = final
@@ -411,9 +446,10 @@ def execute(plan: CleanPlan) -> CleanResult:
         # Nothing dirty (a pass for expired tombstones): every cleanable segment.
         to_clean = plan.segments[: plan.dirty_index + covered] if covered else plan.segments
         result = CleanResult([], max(plan.first_dirty, map_end), -1)
+        aborted = AbortedBatches(plan.aborted)
         try:
             for group in group_segments(to_clean, plan.segment_bytes):
-                new, horizon = _clean_group(plan, group, offsets, result)
+                new, horizon = _clean_group(plan, group, offsets, result, aborted)
                 result.latest_delete_horizon = max(result.latest_delete_horizon, horizon)
                 if new is not None:
                     result.groups.append(CleanedGroup(group, new))

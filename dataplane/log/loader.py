@@ -5,7 +5,9 @@ starts from (:class:`LoadedLog`), in this order:
 
 1. Leftovers are cleared: ``*.tmp`` and ``*.cleaned`` files are deleted; a ``B.E.swap``
    (the cleaner's durable output) completes its swap: segments in ``[B, E)`` are deleted
-   and the swap becomes ``B.log``. Index files without their ``.log`` are deleted.
+   and the swap becomes ``B.log`` (the cleaner wrote the group's merged ``B.txnindex``
+   before the swap existed; the other segments' are deleted). Index and transaction index
+   files without their ``.log`` are deleted.
 2. Each closed segment uses its ``.index`` if valid, otherwise it is scanned (CRC of every
    batch) and re-sealed; a closed segment with a torn tail is truncated and every later
    segment deleted (offsets stay dense). A segment overlapping the one before it is moved
@@ -13,17 +15,20 @@ starts from (:class:`LoadedLog`), in this order:
    its index file is removed before anything is appended.
 3. The log start offset: the larger of the first segment's base offset and the
    ``log-start-offset`` checkpoint, at most the log end.
-4. Producer state: the newest valid snapshot at or below the log end (later ones are
-   deleted), then the batches after it are replayed; idle clocks restart at load.
-5. The cleaner checkpoint, the leader-epoch cache (cut to the log, or rebuilt from batch
-   headers when missing, malformed or lagging the log), then the high watermark:
-   min(``high-watermark`` file, log end), at least the log start (the log end without a
-   file).
+4. The high watermark: min(``high-watermark`` file, log end), at least the log start
+   (the log end without a file).
+5. Transaction indexes are read (``transactions.load_txn_indexes``); producer state: the
+   newest valid snapshot at or below the log end (later ones are deleted) -- at or below
+   the first torn ``.txnindex`` if there is one -- then the batches after it are replayed
+   (markers decoded: open transactions, coordinator epochs, ABORT entries), and the
+   transaction indexes from the replay's start are rebuilt from it; idle clocks restart.
+6. The cleaner checkpoint, then the leader-epoch cache (cut to the log, or rebuilt from
+   batch headers when missing, malformed or lagging the log).
 
 The file names of a partition directory that more than one piece reads or writes are
 defined here; :func:`load_producer_state` and :func:`snapshot_files` also serve
 truncation (producer state is rebuilt the same way) and snapshot pruning. Imports only
-the segment, producer-state and leader-epoch modules of this package.
+the segment, producer-state, transactions and leader-epoch modules of this package.
 """
 
 from __future__ import annotations
@@ -32,15 +37,28 @@ import contextlib
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dataplane.durable import fsync_dir
 from dataplane.log.leader_epochs import CHECKPOINT_FILE as EPOCH_CHECKPOINT_FILE
 from dataplane.log.leader_epochs import LeaderEpochCache
 from dataplane.log.producer_state import ProducerStateTable
-from dataplane.log.segment import LOOKUP_CHUNK, Segment, parse_base, segment_name
-from wire.record_batch import BatchHeader
+from dataplane.log.segment import (
+    LOOKUP_CHUNK,
+    TXN_INDEX_SUFFIX,
+    Segment,
+    parse_base,
+    segment_name,
+)
+from dataplane.log.transactions import (
+    apply_marker,
+    load_txn_indexes,
+    read_marker,
+    rebuild_txn_indexes,
+)
+from wire.record_batch import CONTROL_BIT, BatchHeader
+from wire.transactions import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +84,16 @@ class LoadedLog:
     """The value in the ``high-watermark`` file, -1 without one."""
 
 
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """What :func:`load_producer_state` replayed."""
+
+    start: int
+    """First offset replayed (the snapshot's offset, or the first segment's base)."""
+    aborted: list[tuple[Segment, AbortedTxn]]
+    """Transaction index entries of the ABORT markers replayed, with their segment."""
+
+
 class LogLoader:
     def __init__(
         self, directory: Path, name: str, index_interval: int, max_producer_entries: int
@@ -86,6 +114,8 @@ class LogLoader:
         present = set(bases)
         for name in names:
             base = parse_base(name, ".index")
+            if base is None:
+                base = parse_base(name, TXN_INDEX_SUFFIX)
             if base is not None and base not in present:
                 (directory / name).unlink()
         interval = self.index_interval
@@ -125,12 +155,16 @@ class LogLoader:
         active.drop_index_file()
         log_end = active.next_offset
         log_start = min(max(segments[0].base_offset, stored_start), log_end)
+        stored_hw = read_int(directory / HIGH_WATERMARK_FILE, -1)
+        hw = max(log_end if stored_hw < 0 else min(stored_hw, log_end), log_start)
+        stale, damaged = load_txn_indexes(segments)
         producers = ProducerStateTable(self.max_producer_entries)
-        load_producer_state(directory, segments, producers)
+        replay = load_producer_state(
+            directory, segments, producers, high_watermark=hw, at_or_below=damaged
+        )
+        rebuild_txn_indexes(segments, replay.start, replay.aborted, stale)
         cleaner_offset, horizon = load_cleaner_checkpoint(directory)
         epochs = self._load_epoch_cache(segments, log_start)
-        stored_hw = read_int(directory / HIGH_WATERMARK_FILE, -1)
-        hw = log_end if stored_hw < 0 else min(stored_hw, log_end)
         return LoadedLog(
             segments=segments,
             log_start_offset=log_start,
@@ -138,7 +172,7 @@ class LogLoader:
             epochs=epochs,
             cleaner_offset=cleaner_offset,
             latest_delete_horizon=horizon,
-            high_watermark=max(hw, log_start),
+            high_watermark=hw,
             hw_checkpointed=stored_hw,
         )
 
@@ -155,8 +189,10 @@ class LogLoader:
                 base = parse_base(path.name, ".log")
                 if base is not None and first <= base < end:
                     path.unlink()
-                    with contextlib.suppress(FileNotFoundError):
-                        (directory / segment_name(base, ".index")).unlink()
+                    suffixes = (".index",) if base == first else (".index", TXN_INDEX_SUFFIX)
+                    for suffix in suffixes:  # the first's .txnindex is the merged one
+                        with contextlib.suppress(FileNotFoundError):
+                            (directory / segment_name(base, suffix)).unlink()
             os.rename(swap, directory / segment_name(first, ".log"))
             fsync_dir(directory)
             log.info("%s: completed an interrupted compaction swap at %d", self.name, first)
@@ -171,7 +207,7 @@ class LogLoader:
             len(later),
         )
         for base in later:
-            for suffix in (".log", ".index"):
+            for suffix in (".log", ".index", TXN_INDEX_SUFFIX):
                 with contextlib.suppress(FileNotFoundError):
                     (self.directory / segment_name(base, suffix)).unlink()
         fsync_dir(self.directory)
@@ -200,29 +236,42 @@ class LogLoader:
 
 
 def load_producer_state(
-    directory: Path, segments: list[Segment], producers: ProducerStateTable
-) -> None:
+    directory: Path,
+    segments: list[Segment],
+    producers: ProducerStateTable,
+    *,
+    high_watermark: int,
+    at_or_below: int | None = None,
+) -> Replay:
     """Fill an empty ``producers`` from the newest valid snapshot at or below the log end
-    (snapshots above it are deleted), then replay the batches after it."""
+    (snapshots above it are deleted) and ``at_or_below``, then replay the batches after it
+    (transactions completed at or above ``high_watermark`` stay unreplicated)."""
     leo = segments[-1].next_offset
+    limit = leo if at_or_below is None else min(leo, at_or_below)
     start: int | None = None
     for offset, path in reversed(snapshot_files(directory)):
         if offset > leo:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             continue
-        if start is None:
+        if start is None and offset <= limit:
             try:
                 raw = path.read_bytes()
             except OSError:
                 continue
             if producers.load_snapshot(raw):
                 start = offset
-    _replay_producers(segments, producers, segments[0].base_offset if start is None else start)
+    if start is None:
+        start = segments[0].base_offset
+    aborted = _replay_producers(segments, producers, start, high_watermark)
     producers.touch_all(int(time.time() * 1000))
+    return Replay(start, aborted)
 
 
-def _replay_producers(segments: list[Segment], producers: ProducerStateTable, start: int) -> None:
+def _replay_producers(
+    segments: list[Segment], producers: ProducerStateTable, start: int, high_watermark: int
+) -> list[tuple[Segment, AbortedTxn]]:
+    aborted: list[tuple[Segment, AbortedTxn]] = []
     for segment in segments:
         if segment.next_offset <= start:
             continue
@@ -232,9 +281,21 @@ def _replay_producers(segments: list[Segment], producers: ProducerStateTable, st
             if found is None:
                 continue
             position = found[0]
-        for _, header in segment.iter_batches(position):
-            if header.base_offset >= start:
+        for at, header in segment.iter_batches(position):
+            if header.base_offset < start:
+                continue
+            if not header.attributes & CONTROL_BIT:
                 producers.record(header)
+                continue
+            raw = segment.read_at(at, header.size)
+            marker = read_marker(raw, replace(header, position=0), str(segment.path))
+            if marker is not None:
+                entry = apply_marker(
+                    producers, header, marker, header.max_timestamp, high_watermark
+                )
+                if entry is not None:
+                    aborted.append((segment, entry))
+    return aborted
 
 
 def snapshot_files(directory: Path) -> list[tuple[int, Path]]:

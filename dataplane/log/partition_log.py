@@ -14,7 +14,9 @@ from three pieces, as Kafka builds ``UnifiedLog``:
 - ``local_log.py`` (:class:`LocalLog`): the segments -- write, roll and seal, read,
   truncate, lookups, fsync descriptors;
 - ``deletion.py`` (:class:`LogDeletion`): retention, DeleteRecords and the delayed close
-  of deleted segments.
+  of deleted segments;
+- ``transactions.py``: transaction markers, the per-segment aborted-transaction index
+  and the last stable offset (what read_committed consumers may read).
 
 Whoever owns the log (the replication ``Partition``) sets :attr:`PartitionLog.on_change`:
 it is called after an append, a high-watermark advance, a truncation and when the log
@@ -57,6 +59,12 @@ from dataplane.log.local_log import LocalLog
 from dataplane.log.producer_state import ProducerStateTable
 from dataplane.log.replica_batches import replica_batches
 from dataplane.log.segment import MAX_RELATIVE_OFFSET, Segment, segment_name
+from dataplane.log.transactions import (
+    apply_marker,
+    collect_aborted,
+    cut_txn_index,
+    record_batches,
+)
 from wire.compression import LEVEL_KEYS, TARGET_CODECS
 from wire.errors import (
     CorruptRecord,
@@ -73,6 +81,7 @@ from wire.record_batch import (
     patched_header,
     validate_records,
 )
+from wire.transactions import ControlType, Marker, encode_marker
 
 __all__ = ["AppendResult", "ConfigView", "PartitionLog", "RemoteTier"]
 
@@ -204,7 +213,8 @@ class PartitionLog:
         new = min(offset, self.log_end_offset)
         if new > self._high_watermark:
             self._high_watermark = new
-            self._notify()
+            self.producers.prune_unreplicated(new)
+            self._notify()  # also wakes read_committed fetches: the LSO may have moved
         return self.high_watermark
 
     def set_high_watermark(self, offset: int) -> int:
@@ -236,6 +246,21 @@ class PartitionLog:
             return self.log_start_offset
         remote = tier.start_offset()
         return self.log_start_offset if remote < 0 else min(remote, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The end of what read_committed consumers may read: the first offset of the
+        oldest transaction still open or whose marker is not below the high watermark
+        (at least the log start), else the high watermark; never above it."""
+        hw = self.high_watermark
+        first = self.producers.first_unstable_offset(hw)
+        return hw if first < 0 else min(max(first, self.log_start_offset), hw)
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction overlapping
+        [``fetch_offset``, ``upper``), from the local segments' transaction indexes."""
+        found = collect_aborted(self._local.segments_from(fetch_offset), fetch_offset, upper)
+        return [(e.producer_id, e.first_offset) for e in found]
 
     # ------------------------------------------------------------------ append
 
@@ -382,11 +407,17 @@ class PartitionLog:
             shifted = [replace(h, position=h.position - first.position) for h in group]
             local.write([view[first.position : first.position + size]], size, shifted)
             start = end
-        for header in headers:
-            self.producers.record(header, now_ms)
         self.dirty = True
         if self.auto_high_watermark:
             self._high_watermark = local.log_end_offset
+        record_batches(
+            self.producers,
+            headers,
+            view,
+            segment_for=lambda offset: local.segments_from(offset)[0],
+            now_ms=now_ms,
+            high_watermark=self.high_watermark,
+        )
         self._notify()
         return AppendResult(
             headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset
@@ -395,6 +426,51 @@ class PartitionLog:
     def append_internal(self, batch: bytes) -> AppendResult:
         """Append one broker-built batch (internal topics, tests)."""
         return self.append(batch, [parse_header(batch, 0)])
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, control: ControlType, coordinator_epoch: int
+    ) -> AppendResult:
+        """Leader: write a COMMIT / ABORT marker (a control batch) for ``producer_id`` at
+        the log end, ending its open transaction here if it has one (Kafka writes the
+        marker either way). An ABORT of an open transaction adds an entry to the
+        transaction index of the segment the marker lands in. InvalidProducerEpoch if
+        ``producer_epoch`` is older than the producer's (a newer one becomes its epoch),
+        TransactionCoordinatorFenced if ``coordinator_epoch`` is older than its last
+        marker's."""
+        local = self._local
+        if local.closed:
+            raise UnknownTopicOrPartition(f"{self.name} was deleted or is shutting down")
+        self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now_ms = int(time.time() * 1000)
+        batch = encode_marker(
+            producer_id, producer_epoch, control, coordinator_epoch, timestamp_ms=now_ms
+        )
+        config = self._settings()
+        if local.roll_due(
+            len(batch),
+            1,
+            now_ms,
+            now_ms,
+            segment_bytes=config.get_int("segment.bytes"),
+            segment_ms=config.get_int("segment.ms"),
+        ):
+            self.roll()
+        offset = local.log_end_offset
+        if self.leader_epoch > self.epochs.latest_epoch:
+            self.epochs.assign(self.leader_epoch, offset)  # durable before the data
+        view = memoryview(batch)
+        head = patched_header(view, parse_header(batch), offset, self.leader_epoch, -1)
+        header = BatchHeader(0, *HEADER.unpack_from(head, 0))
+        local.write([head, view[HEADER_SIZE:]], len(batch), [header])
+        self.dirty = True
+        if self.auto_high_watermark:
+            self._high_watermark = offset + 1
+        marker = Marker(control, coordinator_epoch)
+        entry = apply_marker(self.producers, header, marker, now_ms, self.high_watermark)
+        if entry is not None:
+            local.active.append_aborted(entry)
+        self._notify()  # the LSO may have moved: read_committed long polls re-read
+        return AppendResult(offset, offset, -1, self.log_start_offset)
 
     def roll(self) -> Segment:
         """Close the active segment and start a new one at the log end offset.
@@ -512,7 +588,8 @@ class PartitionLog:
         self._cut_derived_state(offset)
         self._deletion.bury(local.truncate_to(offset))
         self.producers = ProducerStateTable(self.producers.max_entries)
-        load_producer_state(self.directory, local.segments, self.producers)
+        hw = min(self._high_watermark, self.log_end_offset)
+        load_producer_state(self.directory, local.segments, self.producers, high_watermark=hw)
         self._after_truncation()
         log.info(
             "%s: truncated from %d to %d (requested %d)",
@@ -582,6 +659,7 @@ class PartitionLog:
         checkpoint and producer snapshots forget what is about to go."""
         if offset >= 0:
             self.epochs.truncate_from_end(offset)
+            cut_txn_index(self._local.segments_from(offset)[0], offset)
         first_dirty = max(offset, self.log_start_offset)
         if self.cleaner_offset > first_dirty or offset < 0:
             self.cleaner_offset = first_dirty
@@ -684,6 +762,7 @@ class PartitionLog:
             active = local.active
             if active.fd >= 0:
                 os.fsync(active.fd)
+                active.sync_aborted()
                 active.write_index()
                 with self._snapshot_lock:
                     self._write_snapshot(self.log_end_offset, self.producers.snapshot())

@@ -8,11 +8,26 @@ The state is derived from the log: on start-up it is loaded from the newest snap
 (written when a segment rolls and at clean shutdown) and the batches after it are
 replayed; without a snapshot every batch header is replayed.
 
+Transactions (Kafka's ``ProducerStateManager``, transactional part): a transactional data
+batch opens its producer's transaction at its base offset if none is open (``ongoing``,
+kept in first-offset order); a control batch (COMMIT / ABORT marker) closes it and returns
+a :class:`CompletedTxn`. A marker from an older producer epoch is INVALID_PRODUCER_EPOCH, one
+from an older coordinator epoch TRANSACTION_COORDINATOR_FENCED; a non-transactional batch
+from a producer with an open transaction is INVALID_TXN_STATE. Completed transactions whose
+marker is not yet below the high watermark stay in ``unreplicated``: with ``ongoing`` they
+hold the last stable offset down (:meth:`ProducerStateTable.first_unstable_offset`).
+
 Snapshot file ``OFFSET.snapshot`` (OFFSET: the log end offset it was taken at, 20 digits)::
 
     8 hex digits of the CRC-32C of the rest, newline, then JSON
-    {"version": 1, "producers": [[pid, epoch, lastTimestamp, [[firstSeq, lastSeq,
-                                   firstOffset, lastOffset, timestamp], ...]], ...]}
+    {"version": 2, "producers": [[pid, epoch, lastTimestamp, [[firstSeq, lastSeq,
+                                   firstOffset, lastOffset, timestamp], ...],
+                                  txnFirstOffset, coordinatorEpoch], ...]}
+
+``txnFirstOffset`` is the first offset of the producer's open transaction (-1: none) and
+``coordinatorEpoch`` the coordinator epoch of its last marker (-1: none). Version 1 (the
+same without the last two fields) still loads. ``unreplicated`` is not in the snapshot,
+as in Kafka.
 """
 
 from __future__ import annotations
@@ -23,10 +38,16 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from wire.errors import InvalidProducerEpoch, OutOfOrderSequence
-from wire.record_batch import NO_SEQUENCE, BatchHeader
+from wire.errors import (
+    InvalidProducerEpoch,
+    InvalidTxnState,
+    OutOfOrderSequence,
+    TransactionCoordinatorFenced,
+)
+from wire.record_batch import NO_SEQUENCE, TRANSACTIONAL_BIT, BatchHeader
 
 SEQUENCE_MODULUS = 0x80000000
+SNAPSHOT_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,18 +66,38 @@ class ProducerEntry:
     last_timestamp_ms: int = 0
     """Broker time of the producer's last append (expiry); never a client timestamp, so
     a producer writing old CreateTime records is not expired while it is active."""
+    txn_first_offset: int = -1
+    """First offset of the producer's open transaction on this partition, -1 when none."""
+    coordinator_epoch: int = -1
+    """Coordinator epoch of the last transaction marker written for the producer."""
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended on this partition."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    """Offset of the marker."""
+    aborted: bool
+
+
 class ProducerStateTable:
-    """Per-partition producer table. ``check`` before append, ``record`` after."""
+    """Per-partition producer table. ``check`` before append, ``record`` after (data
+    batches); ``check_marker`` / ``record_marker`` for control batches."""
 
     def __init__(self, max_entries: int = 5) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.max_entries = max_entries
+        self.ongoing: dict[int, int] = {}
+        """Producer id -> first offset of its open transaction, in first-offset order."""
+        self.unreplicated: list[CompletedTxn] = []
+        """Completed transactions whose marker is at or above the high watermark."""
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a batch; return the original metadata when it is a duplicate."""
@@ -81,13 +122,20 @@ class ProducerStateTable:
                 raise OutOfOrderSequence(
                     f"producer {pid} new epoch {header.producer_epoch} must start at sequence 0"
                 )
-            return None
-        for meta in entry.batches:
-            if meta.first_seq == first and meta.last_seq == last:
-                return meta
-        expected = (entry.last_seq + 1) % SEQUENCE_MODULUS
-        if entry.last_seq != NO_SEQUENCE and first != expected:
-            raise OutOfOrderSequence(f"producer {pid} sent sequence {first}, expected {expected}")
+        elif first != NO_SEQUENCE:  # batches without a sequence (coordinator writes) never dedupe
+            for meta in entry.batches:
+                if meta.first_seq == first and meta.last_seq == last:
+                    return meta
+            expected = (entry.last_seq + 1) % SEQUENCE_MODULUS
+            if entry.last_seq != NO_SEQUENCE and first != expected:
+                raise OutOfOrderSequence(
+                    f"producer {pid} sent sequence {first}, expected {expected}"
+                )
+        if entry.txn_first_offset >= 0 and not header.attributes & TRANSACTIONAL_BIT:
+            raise InvalidTxnState(
+                f"producer {pid} has a transaction open since offset {entry.txn_first_offset} "
+                "and sent a non-transactional batch: end the transaction first"
+            )
         return None
 
     def record(self, header: BatchHeader, now_ms: int | None = None) -> None:
@@ -99,11 +147,17 @@ class ProducerStateTable:
         if pid < 0:
             return
         entry = self.producers.get(pid)
-        if entry is None or header.producer_epoch > entry.epoch:
+        if entry is None:
             entry = ProducerEntry(header.producer_epoch, deque(maxlen=self.max_entries))
             self.producers[pid] = entry
-        elif header.producer_epoch < entry.epoch:
-            return
+        elif header.producer_epoch != entry.epoch:
+            if header.producer_epoch < entry.epoch:
+                return
+            entry.epoch = header.producer_epoch  # a transaction stays open across the bump
+            entry.batches.clear()
+        if header.attributes & TRANSACTIONAL_BIT and entry.txn_first_offset < 0:
+            entry.txn_first_offset = header.base_offset
+            self.ongoing[pid] = header.base_offset
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -115,13 +169,83 @@ class ProducerStateTable:
         )
         entry.last_timestamp_ms = header.max_timestamp if now_ms is None else now_ms
 
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a marker before it is written (leader side)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(
+                f"transaction marker for producer {producer_id} has epoch {producer_epoch}, "
+                f"older than its current epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFenced(
+                f"transaction marker for producer {producer_id} comes from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}: a newer "
+                "transaction coordinator took over; the old one must stop"
+            )
+
+    def record_marker(
+        self, header: BatchHeader, coordinator_epoch: int, aborted: bool, now_ms: int
+    ) -> CompletedTxn | None:
+        """Remember a written control batch (its header carries the assigned offset): the
+        producer's open transaction, if any, is complete. A newer epoch becomes the
+        producer's; an older one (replication, replay) does not lower it."""
+        pid = header.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = ProducerEntry(header.producer_epoch, deque(maxlen=self.max_entries))
+            self.producers[pid] = entry
+        elif header.producer_epoch > entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp_ms = now_ms
+        first = entry.txn_first_offset
+        if first < 0:
+            return None  # a marker without data here: Kafka writes it, nothing ends
+        entry.txn_first_offset = -1
+        self.ongoing.pop(pid, None)
+        return CompletedTxn(pid, first, header.base_offset, aborted)
+
+    def stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed`` ended, ignoring the high watermark:
+        the first offset of the oldest transaction still open, else one past the marker
+        (the ``lastStableOffset`` of a transaction index entry, as Kafka)."""
+        return next(iter(self.ongoing.values()), completed.last_offset + 1)
+
+    def add_unreplicated(self, completed: CompletedTxn, high_watermark: int) -> None:
+        if completed.last_offset >= high_watermark:
+            self.unreplicated.append(completed)
+
+    def prune_unreplicated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is now below the high watermark."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
+    def first_unstable_offset(self, high_watermark: int) -> int:
+        """First offset of the oldest transaction open, or completed with its marker at or
+        above ``high_watermark``; -1 when there is none."""
+        first = next(iter(self.ongoing.values()), -1)
+        if self.unreplicated:
+            self.prune_unreplicated(high_watermark)
+            for txn in self.unreplicated:
+                if first < 0 or txn.first_offset < first:
+                    first = txn.first_offset
+        return first
+
     def touch_all(self, now_ms: int) -> None:
         """Restart every producer's idle clock (after loading: downtime is not idleness)."""
         for entry in self.producers.values():
             entry.last_timestamp_ms = max(entry.last_timestamp_ms, now_ms)
 
     def expire(self, now_ms: int, max_idle_ms: int) -> None:
-        stale = [p for p, e in self.producers.items() if now_ms - e.last_timestamp_ms > max_idle_ms]
+        stale = [
+            p
+            for p, e in self.producers.items()
+            if now_ms - e.last_timestamp_ms > max_idle_ms and e.txn_first_offset < 0
+        ]
         for pid in stale:
             del self.producers[pid]
 
@@ -132,7 +256,7 @@ class ProducerStateTable:
     def snapshot(self) -> bytes:
         """The table as a snapshot file's content."""
         doc = {
-            "version": 1,
+            "version": SNAPSHOT_VERSION,
             "producers": [
                 [
                     pid,
@@ -142,6 +266,8 @@ class ProducerStateTable:
                         [m.first_seq, m.last_seq, m.first_offset, m.last_offset, m.timestamp]
                         for m in e.batches
                     ],
+                    e.txn_first_offset,
+                    e.coordinator_epoch,
                 ]
                 for pid, e in self.producers.items()
             ],
@@ -156,11 +282,20 @@ class ProducerStateTable:
             if int(head, 16) != crc32c.crc32c(body):
                 return False
             doc = json.loads(body)
-            if doc.get("version") != 1:
+            version = doc.get("version")
+            if version not in (1, SNAPSHOT_VERSION):
                 return False
             producers: dict[int, ProducerEntry] = {}
-            for pid, epoch, last_ts, batches in doc["producers"]:
-                entry = ProducerEntry(int(epoch), deque(maxlen=self.max_entries), int(last_ts))
+            for row in doc["producers"]:
+                pid, epoch, last_ts, batches = row[:4]
+                txn_first, coordinator_epoch = row[4:6] if version >= 2 else (-1, -1)
+                entry = ProducerEntry(
+                    int(epoch),
+                    deque(maxlen=self.max_entries),
+                    int(last_ts),
+                    int(txn_first),
+                    int(coordinator_epoch),
+                )
                 for first_seq, last_seq, first_off, last_off, ts in batches:
                     entry.batches.append(
                         BatchMetadata(
@@ -171,4 +306,9 @@ class ProducerStateTable:
         except (ValueError, TypeError, KeyError):
             return False
         self.producers = producers
+        open_txns = sorted(
+            (e.txn_first_offset, p) for p, e in producers.items() if e.txn_first_offset >= 0
+        )
+        self.ongoing = {pid: first for first, pid in open_txns}
+        self.unreplicated = []
         return True

@@ -4,6 +4,8 @@ Files of a segment whose first offset is B (B zero-padded to 20 digits)::
 
     B.log       record batches exactly as stored by append (base offsets patched)
     B.index     sparse index, written when the segment is sealed (format below)
+    B.txnindex  aborted transactions whose ABORT marker is in this segment (Kafka's
+                TransactionIndex, format ``wire.transactions``); only once there is one
 
 The index lives in memory while the segment is active. When the segment rolls it is
 *sealed* off the event loop: the .log is fsynced, then the index is written to a temporary
@@ -13,6 +15,10 @@ an index is used only if its CRC, magic, base offset and recorded log size all m
 otherwise the segment is scanned (CRC of every batch) and the index rebuilt.
 
 The index file format is ``wire.segment_index`` (clients read uploaded indexes too).
+The ``.txnindex`` is appended to as markers are written (``append_aborted``), fsynced when
+the segment is sealed before its index is written, and unlinked with the segment; its
+entries are held in memory (``aborted``). Loading and rebuilding it is
+``dataplane/log/transactions.py``'s business.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from pathlib import Path
 
 import crc32c
 
-from dataplane.durable import write_atomically
+from dataplane.durable import write_all, write_atomically
 from wire.record_batch import (
     CRC_START,
     HEADER,
@@ -41,6 +47,7 @@ from wire.record_batch import (
     BatchHeader,
 )
 from wire.segment_index import encode_index, parse_index
+from wire.transactions import AbortedTxn, encode_txn_index
 
 _IOV_MAX = 512  # buffers per writev, well below every system's IOV_MAX
 log = logging.getLogger(__name__)
@@ -53,6 +60,7 @@ LOOKUP_CHUNK = 1 << 16
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 MAX_RELATIVE_OFFSET = 2**31 - 1
 """A segment rolls before an offset would lie further than this from its base."""
+TXN_INDEX_SUFFIX = ".txnindex"
 
 
 _executors: dict[str, ThreadPoolExecutor] = {}
@@ -121,6 +129,12 @@ class Segment:
         self.deleted = False
         self.cleaning = False
         self._seal_lock = threading.Lock()
+        self.aborted: list[AbortedTxn] = []
+        """Aborted transactions whose ABORT marker is in this segment, in marker order."""
+        self.aborted_unsynced = False
+        """The ``.txnindex`` has appends not yet fsynced."""
+        self._aborted_stale = False
+        """An append to the ``.txnindex`` failed: it is rewritten from ``aborted`` at seal."""
 
     def __repr__(self) -> str:
         return f"Segment({self.path.name}, size={self.size}, next={self.next_offset})"
@@ -128,6 +142,10 @@ class Segment:
     @property
     def index_path(self) -> Path:
         return self.directory / segment_name(self.base_offset, ".index")
+
+    @property
+    def txn_index_path(self) -> Path:
+        return self.directory / segment_name(self.base_offset, TXN_INDEX_SUFFIX)
 
     @property
     def index_entries(self) -> int:
@@ -161,6 +179,52 @@ class Segment:
         if self.first_append_ms is None:
             self.first_append_ms = int(time.time() * 1000)
         return position
+
+    def append_aborted(self, entry: AbortedTxn) -> None:
+        """Record an aborted transaction whose ABORT marker was just written here: in
+        memory and appended to the ``.txnindex`` (created on first use). If the file
+        cannot be written the entry is still served and the file is rewritten at seal."""
+        self.aborted.append(entry)
+        self.aborted_unsynced = True
+        try:
+            fd = os.open(self.txn_index_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                write_all(fd, entry.encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self._aborted_stale = True
+            log.error(
+                "%s: cannot append to its transaction index (%s); it is rewritten when the "
+                "segment is sealed",
+                self.path,
+                exc,
+            )
+
+    def sync_aborted(self) -> None:
+        """Make the ``.txnindex`` durable (before the index, which vouches for it)."""
+        if not self.aborted_unsynced:
+            return
+        if self._aborted_stale:
+            self.write_aborted(self.aborted)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(self.txn_index_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.aborted_unsynced = False
+
+    def write_aborted(self, entries: list[AbortedTxn]) -> None:
+        """Replace the entries and the ``.txnindex`` (atomically; no file when empty)."""
+        self.aborted = list(entries)
+        if entries:
+            write_atomically(self.txn_index_path, encode_txn_index(self.aborted))
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                self.txn_index_path.unlink()
+        self.aborted_unsynced = self._aborted_stale = False
 
     def _index(self, header: BatchHeader, position: int) -> None:
         if not self._rel or self._bytes_since_entry >= self.index_interval:
@@ -433,6 +497,7 @@ class Segment:
             if self.sealed or self.deleted or not self.closed:
                 return  # not closed: it became active again (truncation) since the roll
             os.fsync(self.fd)
+            self.sync_aborted()
             self.write_index()
             if self.deleted:
                 self.drop_index_file()
@@ -445,7 +510,11 @@ class Segment:
         self.cleaning = False
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        if self.path.name != segment_name(self.base_offset, ".log"):
+            return  # the cleaner's output (.cleaned): the index files are the original's
         self.drop_index_file()
+        with contextlib.suppress(FileNotFoundError):
+            self.txn_index_path.unlink()
 
     def close(self) -> None:
         if self.fd >= 0:

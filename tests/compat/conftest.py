@@ -17,6 +17,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.conftest import BrokerProcess
 from tests.support.kafka_oracle import KafkaOracle, oracle_available
 
+SHARED_SETTINGS = {
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.num.partitions": "4",
+    # timed-out transactions are aborted within a second on both (Kafka's default: 10 s)
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
+
 
 @dataclass(frozen=True)
 class Target:
@@ -29,17 +36,13 @@ def kafka_oracle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaOrac
     reason = oracle_available()
     if reason:
         pytest.skip(reason)
-    with KafkaOracle(
-        tmp_path_factory.mktemp("oracle"), extra_config={"offsets.topic.num.partitions": "4"}
-    ) as kafka:
+    with KafkaOracle(tmp_path_factory.mktemp("oracle"), extra_config=SHARED_SETTINGS) as kafka:
         yield kafka
 
 
 @pytest.fixture(scope="session")
 def sluice(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(
-        tmp_path_factory.mktemp("compat") / "data", {"offsets.topic.num.partitions": "4"}
-    ).start()
+    proc = BrokerProcess(tmp_path_factory.mktemp("compat") / "data", SHARED_SETTINGS).start()
     yield proc
     proc.stop()
     proc.kill()

@@ -16,6 +16,19 @@
 //       commits synchronously, prints one line per record:
 //       {"partition":p,"offset":o,"key":"k0","value":"v0","timestamp":ms,"headers":[["h","0"]]}
 //       Fewer than N records by the timeout is a failure (the records read are still printed).
+//   txn commit|abort --topic T --transactional-id X --count N
+//       A transactional producer: initTransactions, one transaction of N records (values
+//       <X>-<i>, partition i % partitions), then commit or abort -> {"outcome":"commit"}
+//   txn zombie --topic T --transactional-id X
+//       Producer A opens a transaction and sends a record; producer B of the same id starts
+//       (fencing A), commits one record; A then sends and commits
+//       -> {"successor":"committed","zombie_error":"<ExceptionClass>"}
+//   txn timeout --topic T --transactional-id X --timeout-ms M --wait-ms W
+//       A transaction with transaction.timeout.ms=M, idle W ms after its send, then commit
+//       -> {"commit_error":"<ExceptionClass>" or null}
+//   txn offsets --topic T --transactional-id X --group G --offset O [--abort]
+//       One transaction with one record and sendOffsetsToTransaction({T-0: O}, G), committed
+//       (aborted with --abort) -> {"outcome":"commit"}
 //   admin create-topic T --partitions P --replication-factor R   -> {"created":T}
 //   admin describe-topic T      -> {"topic":T,"topic_id":..,"partitions":[{"partition":0,"leader":1,
 //                                   "replicas":[1],"isr":[1]}]}
@@ -60,6 +73,7 @@ public class ClientHarness {
                 case "produce" -> produce();
                 case "consume" -> consume();
                 case "admin" -> admin();
+                case "txn" -> txn();
                 default -> throw new UsageError("unknown command " + cmd);
             }
             code = 0;
@@ -136,6 +150,95 @@ public class ClientHarness {
             throw new IllegalStateException("consumed " + got + " of " + count + " records in " + timeoutMs + " ms");
     }
 
+    // ---------------------------------------------------------------- transactions
+
+    static KafkaProducer<String, String> txnProducer(String id) {
+        Properties p = new Properties();
+        p.putAll(props);
+        p.put("transactional.id", id);
+        p.putIfAbsent("max.block.ms", "30000");
+        p.putIfAbsent("delivery.timeout.ms", "30000");
+        p.putIfAbsent("request.timeout.ms", "10000");
+        return new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+    }
+
+    static void txn() throws Exception {
+        String mode = arg(1);
+        String topic = need("topic");
+        String id = need("transactional-id");
+        switch (mode) {
+            case "commit", "abort" -> {
+                int count = Integer.parseInt(need("count"));
+                try (var p = txnProducer(id)) {
+                    p.initTransactions();
+                    int partitions = p.partitionsFor(topic).size();
+                    p.beginTransaction();
+                    for (int i = 0; i < count; i++)
+                        p.send(new ProducerRecord<>(topic, i % partitions, null, id + "-" + i));
+                    p.flush();
+                    if (mode.equals("commit")) p.commitTransaction(); else p.abortTransaction();
+                }
+                emit(map("outcome", mode));
+            }
+            case "zombie" -> {
+                String zombieError = null;
+                try (var a = txnProducer(id)) {
+                    a.initTransactions();
+                    a.beginTransaction();
+                    a.send(new ProducerRecord<>(topic, 0, null, "zombie-open")).get();
+                    try (var b = txnProducer(id)) {
+                        b.initTransactions();
+                        b.beginTransaction();
+                        b.send(new ProducerRecord<>(topic, 0, null, "successor"));
+                        b.commitTransaction();
+                    }
+                    try {
+                        a.send(new ProducerRecord<>(topic, 0, null, "zombie-late")).get();
+                        a.commitTransaction();
+                    } catch (Exception e) {
+                        Throwable c = (e instanceof ExecutionException && e.getCause() != null) ? e.getCause() : e;
+                        zombieError = c.getClass().getSimpleName();
+                    }
+                }
+                emit(map("successor", "committed", "zombie_error", zombieError));
+            }
+            case "timeout" -> {
+                props.put("transaction.timeout.ms", need("timeout-ms"));
+                long waitMs = Long.parseLong(need("wait-ms"));
+                String commitError = null;
+                try (var p = txnProducer(id)) {
+                    p.initTransactions();
+                    p.beginTransaction();
+                    p.send(new ProducerRecord<>(topic, 0, null, "too-slow")).get();
+                    Thread.sleep(waitMs);
+                    try {
+                        p.commitTransaction();
+                    } catch (Exception e) {
+                        commitError = e.getClass().getSimpleName();
+                    }
+                }
+                emit(map("commit_error", commitError));
+            }
+            case "offsets" -> {
+                String group = need("group");
+                long offset = Long.parseLong(need("offset"));
+                boolean abort = opts.containsKey("abort");
+                try (var p = txnProducer(id)) {
+                    p.initTransactions();
+                    p.beginTransaction();
+                    p.send(new ProducerRecord<>(topic, 0, null, "with-offsets"));
+                    p.sendOffsetsToTransaction(
+                            Map.of(new org.apache.kafka.common.TopicPartition(topic, 0),
+                                    new OffsetAndMetadata(offset)),
+                            new ConsumerGroupMetadata(group));
+                    if (abort) p.abortTransaction(); else p.commitTransaction();
+                }
+                emit(map("outcome", abort ? "abort" : "commit"));
+            }
+            default -> throw new UsageError("unknown txn mode " + mode);
+        }
+    }
+
     // ---------------------------------------------------------------- admin
 
     static void admin() throws Exception {
@@ -205,7 +308,7 @@ public class ClientHarness {
         UsageError(String m) { super(m); }
     }
 
-    static final Set<String> FLAGS = Set.of("headers");
+    static final Set<String> FLAGS = Set.of("headers", "abort");
 
     static void parse(String[] argv) {
         for (int i = 0; i < argv.length; i++) {

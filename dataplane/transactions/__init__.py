@@ -1,0 +1,1 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator); see README.md."""
