@@ -29,6 +29,10 @@
 //   txn offsets --topic T --transactional-id X --group G --offset O [--abort]
 //       One transaction with one record and sendOffsetsToTransaction({T-0: O}, G), committed
 //       (aborted with --abort) -> {"outcome":"commit"}
+//   txn perf --topic T --transactional-id X --count N --size S --per-txn K
+//       N records of S bytes (partition 0) in transactions of K records, each committed;
+//       sends are asynchronous inside a transaction. Timed from the first send to the last
+//       commit (after initTransactions) -> {"records":N,"seconds":s,"transactions":t}
 //   admin create-topic T --partitions P --replication-factor R   -> {"created":T}
 //   admin describe-topic T      -> {"topic":T,"topic_id":..,"partitions":[{"partition":0,"leader":1,
 //                                   "replicas":[1],"isr":[1]}]}
@@ -234,6 +238,35 @@ public class ClientHarness {
                     if (abort) p.abortTransaction(); else p.commitTransaction();
                 }
                 emit(map("outcome", abort ? "abort" : "commit"));
+            }
+            case "perf" -> {
+                int count = Integer.parseInt(need("count"));
+                int size = Integer.parseInt(need("size"));
+                int perTxn = Integer.parseInt(need("per-txn"));
+                props.putIfAbsent("linger.ms", "10");
+                props.putIfAbsent("batch.size", "1000000");
+                props.putIfAbsent("buffer.memory", "268435456");
+                byte[] value = new byte[size];
+                Arrays.fill(value, (byte) 'x');
+                Properties p = new Properties();
+                p.putAll(props);
+                p.put("transactional.id", id);
+                int transactions = 0;
+                double seconds;
+                try (var producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+                    producer.initTransactions();
+                    long started = System.nanoTime();
+                    for (int sent = 0; sent < count; ) {
+                        producer.beginTransaction();
+                        int end = Math.min(count, sent + perTxn);
+                        for (; sent < end; sent++)
+                            producer.send(new ProducerRecord<>(topic, 0, null, value));
+                        producer.commitTransaction();
+                        transactions++;
+                    }
+                    seconds = (System.nanoTime() - started) / 1e9;
+                }
+                emit(map("records", count, "seconds", seconds, "transactions", transactions));
             }
             default -> throw new UsageError("unknown txn mode " + mode);
         }
