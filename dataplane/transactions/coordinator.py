@@ -391,7 +391,10 @@ class TransactionCoordinator:
             self.coordinator_epochs.get(partition, 0),
         )
         backoff = self.config.get_int("transaction.marker.retry.backoff.ms") / 1000
-        await self.markers.send(job, set(meta.partitions), lambda: partition in self.storage.loaded)
+        if not await self.markers.send(
+            job, set(meta.partitions), lambda: partition in self.storage.loaded
+        ):
+            return  # the partition moved: its new coordinator completes the transaction
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         while True:
             try:

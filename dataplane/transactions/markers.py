@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1 import request as req
 
 from dataplane.groups.storage import OFFSETS_TOPIC
-from wire.errors import BrokerError, NotLeaderOrFollower, error_code_for
+from wire.errors import BrokerError, error_code_for
 from wire.transactions import ControlType
 
 if TYPE_CHECKING:
@@ -100,14 +100,15 @@ class MarkerSender:
         job: MarkerJob,
         partitions: set[tuple[str, int]],
         still_coordinator: Callable[[], bool],
-    ) -> None:
-        """Return once every partition (of a topic that still exists) has the marker."""
+    ) -> bool:
+        """True once every partition (of a topic that still exists) has the marker; False
+        as soon as ``still_coordinator`` says this broker no longer coordinates the id."""
         left = set(partitions)
         backoff = self.config.get_int("transaction.marker.retry.backoff.ms") / 1000
         attempt = 0
         while left:
             if not still_coordinator():
-                raise asyncio.CancelledError
+                return False
             left = {tp for tp in left if self.image.partition(*tp) is not None}
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for tp in sorted(left):
@@ -128,6 +129,7 @@ class MarkerSender:
                         ", ".join(f"{t}-{p}" for t, p in sorted(left)[:5]),
                     )
                 await asyncio.sleep(backoff)
+        return True
 
     async def _to_leader(
         self, leader: int, partitions: list[tuple[str, int]], job: MarkerJob
@@ -186,4 +188,4 @@ def marker_error(exc: BaseException) -> ErrorCode:
         return error_code_for(exc)
     if isinstance(exc, TimeoutError):
         return ErrorCode.request_timed_out
-    return NotLeaderOrFollower.code if isinstance(exc, KeyError) else ErrorCode.kafka_storage_error
+    return ErrorCode.kafka_storage_error
