@@ -23,6 +23,9 @@ from tiered.config import ObjectStoreSettings
 
 EARLIEST = -2
 LATEST = -1
+ISOLATION = "isolation.level"
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
 
 # Java client properties Spark users pass through ``kafka.*`` that librdkafka lacks or that
 # the data source sets itself: dropped instead of failing the consumer's creation.
@@ -107,6 +110,13 @@ class ReadOptions:
     describe_remote: bool = True
     """``sluice.tiered.read``: ``direct`` (default; the object store when sluice.s3.* are
     given) or ``broker`` (everything through Kafka fetches)."""
+
+    @property
+    def read_committed(self) -> bool:
+        """``kafka.isolation.level=read_committed``: offsets end at the last stable offset
+        (the planner's consumer asks for it), hot reads skip aborted records (librdkafka)
+        and tiered reads drop them with the segment's ``.txnindex``."""
+        return self.kafka_conf.get(ISOLATION) == READ_COMMITTED
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -239,7 +249,12 @@ def kafka_conf(options: Mapping[str, str]) -> dict[str, str]:
         if name in _JAVA_ONLY:
             continue
         conf[name] = str(value)
-    conf.setdefault("isolation.level", "read_uncommitted")  # Spark's (the Java default)
+    conf.setdefault(ISOLATION, READ_UNCOMMITTED)  # Spark's (the Java default)
+    if conf[ISOLATION] not in (READ_COMMITTED, READ_UNCOMMITTED):
+        raise OptionError(
+            f"kafka.{ISOLATION}: expected {READ_UNCOMMITTED} (the default) or {READ_COMMITTED}, "
+            f"got {conf[ISOLATION]!r}"
+        )
     return conf
 
 

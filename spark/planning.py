@@ -62,6 +62,11 @@ class TieredSplit:
     index_key: str = ""
     """The segment's ``.index`` object: where a read starting inside it begins."""
     index_bytes: int = 0
+    txn_index_key: str = ""
+    """The segment's ``.txnindex`` object: the aborted transactions overlapping it (read
+    with read_committed)."""
+    txn_index_bytes: int = 0
+    """Its size; 0: the segment has none (no aborted transaction overlaps it)."""
 
 
 Split = HotSplit | TieredSplit
@@ -103,6 +108,8 @@ def split_range(
                 segment.end_offset,
                 keys.index,
                 segment.index_bytes,
+                keys.txn_index,
+                segment.txn_index_bytes,
             )
         )
         cursor = stop

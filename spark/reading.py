@@ -3,6 +3,12 @@
 Every client is created here, inside the task, and closed before it returns: the S3 client
 of a tiered split (``tiered.object_store.S3ObjectStore``, boto3 underneath) and the
 confluent-kafka consumer of a hot split. Tiered reads never pass through a broker.
+
+read_committed: a hot split's consumer gets ``isolation.level`` with the other ``kafka.*``
+options (librdkafka drops aborted records); a tiered split reads its segment's
+``.txnindex`` object (every aborted transaction overlapping the segment: uploaded segments
+are wholly below the last stable offset, so it is complete) and drops their batches.
+Control batches are never rows, in either mode.
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ from confluent_kafka import (
 )
 
 from spark.planning import HotSplit, Split, TieredSplit
-from spark.records import Columns, decode_into, iter_batches
+from spark.records import AbortedRanges, Columns, CorruptSegment, decode_into, iter_batches
 from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError
 from tiered.object_store import S3ObjectStore
+from wire.errors import CorruptRecord
 from wire.record_batch import CREATE_TIME, LOG_APPEND_TIME
 from wire.segment_index import parse_index
+from wire.transactions import TXN_INDEX_ENTRY_SIZE, parse_txn_index
 
 
 class DataLossError(Exception):
@@ -45,6 +53,7 @@ def read_split(
     kafka_conf: Mapping[str, str],
     hot_timeout_ms: int,
     fail_on_data_loss: bool,
+    read_committed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     if isinstance(split, TieredSplit):
         if store is None:
@@ -56,6 +65,7 @@ def read_split(
             rows_per_batch=rows_per_batch,
             chunk_bytes=chunk_bytes,
             fail_on_data_loss=fail_on_data_loss,
+            read_committed=read_committed,
         )
     else:
         yield from read_hot(
@@ -100,20 +110,23 @@ def read_tiered(
     rows_per_batch: int,
     chunk_bytes: int,
     fail_on_data_loss: bool,
+    read_committed: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Records ``[start, end)`` of one segment object, batches checked by CRC. A split
     starting inside the segment begins at the batch the segment's index names for its
-    start (one small GET), not at the first byte."""
+    start (one small GET), not at the first byte. ``read_committed``: batches of aborted
+    transactions are dropped (the segment's ``.txnindex`` object, one small GET)."""
     store = _store(settings)
     columns = Columns(split.topic, split.partition, include_headers)
     try:
+        aborted = aborted_ranges(store, split) if read_committed else None
         position = start_position(store, split)
         chunks = _chunks(store, split.key, split.size_bytes, chunk_bytes, position)
         for batch in iter_batches(chunks):
             base = int.from_bytes(batch[0:8], "big", signed=True)
             if base >= split.end:
                 break
-            decode_into(columns, batch, split.start, split.end)
+            decode_into(columns, batch, split.start, split.end, aborted=aborted)
             if len(columns) >= rows_per_batch:
                 yield columns.flush()
     except ObjectNotFound as exc:
@@ -125,6 +138,25 @@ def read_tiered(
         ) from exc
     if len(columns):
         yield columns.flush()
+
+
+def aborted_ranges(store: S3ObjectStore, split: TieredSplit) -> AbortedRanges:
+    """The aborted transactions overlapping the split's segment, from its ``.txnindex``
+    object (none when the segment has no such object). A damaged object fails the read
+    (CorruptSegment): without it aborted records cannot be told apart."""
+    size = split.txn_index_bytes
+    if size <= 0 or not split.txn_index_key:
+        return AbortedRanges(())
+    raw = store.get_range(split.txn_index_key, 0, size)
+    if len(raw) != size or size % TXN_INDEX_ENTRY_SIZE:
+        raise CorruptSegment(
+            f"{split.txn_index_key}: {len(raw)} bytes, the remote log says {size} (whole "
+            f"entries of {TXN_INDEX_ENTRY_SIZE}); the object is damaged"
+        )
+    try:
+        return AbortedRanges(parse_txn_index(raw))
+    except CorruptRecord as exc:
+        raise CorruptSegment(f"{split.txn_index_key}: {exc}") from exc
 
 
 def start_position(store: S3ObjectStore, split: TieredSplit) -> int:

@@ -13,12 +13,15 @@ Rows (Spark's Kafka source, all nullable)::
 
 ``timestampType`` is 0 for CreateTime, 1 for LogAppendTime (then every record carries the
 batch's maxTimestamp). ``headers`` is null for a record without headers, as in Spark.
-Control batches (attribute bit 5: transaction markers) are never returned.
+Control batches (attribute bit 5: transaction markers) are never returned. With
+read_committed, :class:`AbortedRanges` (from the segment's ``.txnindex`` object) tells which
+transactional batches belong to aborted transactions; those are skipped too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import crc32c
@@ -34,6 +37,7 @@ from wire.record_batch import (
     parse_header,
     walk_records,
 )
+from wire.transactions import AbortedTxn
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _BASE_FIELDS = [
@@ -127,11 +131,50 @@ class Columns:
         return batch
 
 
+class AbortedRanges:
+    """The records of aborted transactions, from the aborted-transaction entries overlapping
+    a segment: a transactional data batch of producer P at offset o is aborted when an entry
+    of P has ``firstOffset <= o < lastOffset`` (``lastOffset`` is its ABORT marker's). A
+    producer has one transaction open at a time, so P's entries never overlap, and the
+    answer does not depend on where a read starts (Kafka's consumer walks the entries in
+    order from its fetch offset; the outcome is the same)."""
+
+    def __init__(self, entries: Iterable[AbortedTxn]) -> None:
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for entry in entries:
+            spans.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+        self._firsts: dict[int, list[int]] = {}
+        self._lasts: dict[int, list[int]] = {}
+        for pid, pairs in spans.items():
+            pairs.sort()
+            self._firsts[pid] = [first for first, _ in pairs]
+            self._lasts[pid] = [last for _, last in pairs]
+
+    def __len__(self) -> int:
+        return sum(len(firsts) for firsts in self._firsts.values())
+
+    def covers(self, producer_id: int, offset: int) -> bool:
+        """True when ``offset`` of ``producer_id`` is inside one of its aborted
+        transactions."""
+        firsts = self._firsts.get(producer_id)
+        if not firsts:
+            return False
+        i = bisect.bisect_right(firsts, offset) - 1
+        return i >= 0 and offset < self._lasts[producer_id][i]
+
+
 def decode_into(
-    columns: Columns, batch: bytes | memoryview, start: int, end: int, *, check_crc: bool = True
+    columns: Columns,
+    batch: bytes | memoryview,
+    start: int,
+    end: int,
+    *,
+    check_crc: bool = True,
+    aborted: AbortedRanges | None = None,
 ) -> int:
     """Append the records of one whole batch with offsets in ``[start, end)``; returns how
-    many were appended (0 for a control batch or one outside the range)."""
+    many were appended (0 for a control batch, one outside the range, or -- ``aborted``
+    given: read_committed -- a batch of an aborted transaction)."""
     header = parse_header(batch, 0)
     if header.magic != 2:
         raise CorruptSegment(f"record batch at offset {header.base_offset}: magic {header.magic}")
@@ -140,6 +183,12 @@ def decode_into(
     if header.is_control or header.record_count == 0:
         return 0
     if header.last_offset < start or header.base_offset >= end:
+        return 0
+    if (
+        aborted is not None
+        and header.is_transactional
+        and aborted.covers(header.producer_id, header.base_offset)
+    ):
         return 0
     try:
         body = decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))

@@ -106,6 +106,7 @@ def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.Record
         kafka_conf=options.kafka_conf,
         hot_timeout_ms=options.hot_timeout_ms,
         fail_on_data_loss=options.fail_on_data_loss,
+        read_committed=options.read_committed,
     )
 
 

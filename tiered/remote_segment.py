@@ -56,12 +56,18 @@ class RemoteSegment:
     """Wall-clock time of the upload's start (ms since the epoch)."""
     state: str = COPY_STARTED
     """``COPY_STARTED``, ``COPY_FINISHED`` or ``DELETE_STARTED``."""
+    txn_index_bytes: int = 0
+    """Bytes of the .txnindex object: the aborted transactions overlapping the segment's
+    offsets (``tiered.layout``); 0: there is none and no object (no aborted transaction
+    overlaps the segment, or it was uploaded before Sluice uploaded transaction indexes)."""
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
             raise ValueError(f"unknown remote segment state {self.state!r}")
         if self.end_offset < self.base_offset:
             raise ValueError(f"end offset {self.end_offset} below base {self.base_offset}")
+        if self.txn_index_bytes < 0:
+            raise ValueError(f"negative transaction index size {self.txn_index_bytes}")
 
     def with_state(self, state: str) -> RemoteSegment:
         """The same segment in ``state``."""

@@ -1,8 +1,9 @@
 """Putting a segment's objects and deleting them (blocking: brokers call these in threads).
 
 Objects (keys from ``tiered.layout``): the index, the leader epochs, the producer snapshot at
-the segment's end (when the broker has one), and last the .log, streamed from its file
-(multipart when large, see ``S3ObjectStore.put``). Uploads are idempotent: a retried upload
+the segment's end (when the broker has one), the aborted transactions overlapping the
+segment (when there are any), and last the .log, streamed from its file (multipart when
+large, see ``S3ObjectStore.put``). Uploads are idempotent: a retried upload
 of the same attempt (same ``segment_id``) overwrites. Errors are the store's typed errors and
 propagate: ``ObjectStoreUnavailable`` is retriable, the caller keeps its local data and tries
 again later. Whether an upload counts is decided by the metadata record (``copy_finished``),
@@ -36,21 +37,31 @@ class SegmentFiles:
     """The serialised leader-epoch entries covering the segment."""
     snapshot: bytes | None
     """The producer-state snapshot at the segment's end; None: the broker has none."""
+    txn_index: bytes = b""
+    """The aborted transactions overlapping the segment (``wire.transactions`` entries);
+    empty: none, and no object is put."""
 
 
 def upload_segment(
     store: ObjectStore, cluster_id: str, segment: RemoteSegment, files: SegmentFiles
 ) -> None:
-    """Put the segment's objects (snapshot only if ``files.snapshot`` is not None).
+    """Put the segment's objects (snapshot only if ``files.snapshot`` is not None, the
+    transaction index only if ``files.txn_index`` is not empty).
 
     Raises ValueError before any request if the keys would not parse back (see
     ``tiered.layout``) or if the sizes recorded in ``segment`` are not those of ``files``
-    (readers take ``size_bytes`` and ``index_bytes`` as the objects' sizes).
+    (readers take ``size_bytes``, ``index_bytes`` and ``txn_index_bytes`` as the objects'
+    sizes).
     """
     keys = check_segment_keys(cluster_id, segment)
     if len(files.index) != segment.index_bytes:
         raise ValueError(
             f"{keys.index}: {len(files.index)} index bytes, the record says {segment.index_bytes}"
+        )
+    if len(files.txn_index) != segment.txn_index_bytes:
+        raise ValueError(
+            f"{keys.txn_index}: {len(files.txn_index)} transaction index bytes, the record "
+            f"says {segment.txn_index_bytes}"
         )
     try:
         log_size = files.log.stat().st_size
@@ -64,13 +75,15 @@ def upload_segment(
     store.put(keys.epochs, files.epochs)
     if files.snapshot is not None:
         store.put(keys.snapshot, files.snapshot)
+    if files.txn_index:
+        store.put(keys.txn_index, files.txn_index)
     store.put(keys.log, files.log)
 
 
 def delete_segment(store: ObjectStore, cluster_id: str, segment: RemoteSegment) -> None:
-    """Delete all four possible objects of the segment; absent ones are fine."""
+    """Delete all five possible objects of the segment; absent ones are fine."""
     with contextlib.suppress(ObjectNotFound):  # the bucket itself is gone
-        store.delete_many(segment_keys(cluster_id, segment).all())
+        store.delete_many(segment_keys(cluster_id, segment).every())
 
 
 def delete_prefix(store: ObjectStore, prefix: str, batch: int = DELETE_BATCH) -> int:

@@ -16,7 +16,11 @@ session id is 0, which tells clients to send full fetch requests.
 
 With a remote tier, a consumer's fetch below the local log start is read from the object
 store (``RemoteLogManager.read``, off the event loop, bounded by remote.fetch.max.wait.ms;
-a failure answers KAFKA_STORAGE_ERROR, which clients retry). A follower's fetch there gets
+a failure answers KAFKA_STORAGE_ERROR, which clients retry). Remote segments are wholly
+below the LSO; a read_committed answer lists the aborted transactions overlapping what was
+served, from the segment's uploaded ``.txnindex``
+(``RemoteLogManager.aborted_transactions``), and a failure to read that fails the
+partition as a failed read does. A follower's fetch there gets
 OFFSET_MOVED_TO_TIERED_STORAGE: it starts its log at the leader's local log start, which
 the answer's log_start_offset carries for followers.
 """
@@ -111,6 +115,7 @@ async def _read_remote(
 ) -> Any:
     remote = ctx.broker.remote
     out = list(results)
+    aborted: dict[int, list[tuple[int, int]]] = {}
     budget = max(request.max_bytes - total, 1)
     for i, (w, (_, data)) in enumerate(zip(wanted, results, strict=True)):
         if data is not REMOTE:
@@ -120,13 +125,16 @@ async def _read_remote(
             continue
         try:
             got = await remote.read(w.plog, w.offset, max(min(w.max_bytes, budget), 1))
+            if w.committed and got:
+                end = _served_end(got, w.offset)
+                aborted[i] = await remote.aborted_transactions(w.plog, w.offset, end)
         except BrokerError as exc:
             out[i] = (error_code_for(exc), b"")
             continue
         budget = max(budget - len(got), 0)
         out[i] = (ErrorCode.none, got)
         ctx.broker.usage.meter.tiered_retrieval(w.plog.topic, len(got))
-    return _response(ctx, request, wanted, out)
+    return _response(ctx, request, wanted, out, aborted)
 
 
 def _replica_id(request: Any) -> int:
@@ -231,10 +239,13 @@ def _response(
     request: Any,
     wanted: list[_Wanted],
     results: list[tuple[ErrorCode, bytes | memoryview]],
+    remote_aborted: dict[int, list[tuple[int, int]]] | None = None,
 ) -> Any:
+    """``remote_aborted``: the aborted transactions of partitions (by position) read from
+    the remote tier with read_committed."""
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
     meter = ctx.broker.usage.meter
-    for w, (code, data) in zip(wanted, results, strict=True):
+    for i, (w, (code, data)) in enumerate(zip(wanted, results, strict=True)):
         plog = w.plog
         if data and plog is not None:
             if w.replica:
@@ -247,7 +258,9 @@ def _response(
             hw = plog.high_watermark
             lso = plog.last_stable_offset
             start = plog.log_start_offset if w.replica else plog.first_offset
-            if w.committed:
+            if w.committed and remote_aborted is not None and i in remote_aborted:
+                aborted = _as_aborted(ctx, remote_aborted[i])
+            elif w.committed:
                 aborted = _aborted(ctx, plog, w.offset, data)
         part = ctx.make(
             resp.PartitionData,
@@ -285,7 +298,10 @@ def _aborted(
     """The aborted transactions overlapping the batches served (read_committed)."""
     if not data:
         return ()
-    found = plog.aborted_transactions(offset, _served_end(data, offset))
+    return _as_aborted(ctx, plog.aborted_transactions(offset, _served_end(data, offset)))
+
+
+def _as_aborted(ctx: RequestContext, found: list[tuple[int, int]]) -> tuple[Any, ...]:
     return tuple(
         ctx.make(resp.AbortedTransaction, producer_id=pid, first_offset=first)
         for pid, first in found

@@ -25,8 +25,8 @@ connects them:
 - :func:`cut_txn_index`: truncation drops entries with ``lastOffset`` >= the cut.
 - :class:`AbortedBatches`: the cleaner's walk, telling which transactional data batches
   belong to aborted transactions.
-- :func:`read_txn_index`: a segment's entries from its file (for the remote tier, which
-  uploads the file with the segment).
+- :func:`read_txn_index`: a segment's entries from its file (tests and tools; the remote
+  tier uploads its own index per segment, built with :func:`collect_aborted`).
 
 Durability: a ``.txnindex`` append is not fsynced by itself; a segment's seal fsyncs it
 before writing the segment's ``.index`` and the roll's producer snapshot comes after that,

@@ -11,8 +11,10 @@ topic has ``remote.storage.enable``:
    ``retention.bytes`` (local and remote together), or below the log start offset that
    DeleteRecords set, go the same way; the new log start is recorded first;
 3. copy: the oldest closed segment holding offsets not yet remote, and wholly below the
-   high watermark, is uploaded: copy_started is committed to the metadata log, the .log,
-   its index, its leader epochs and the producer snapshot at its end are put, and
+   last stable offset (so below the high watermark, and every transaction with records in
+   it has ended), is uploaded: copy_started is committed to the metadata log, the .log,
+   its index, its leader epochs, the producer snapshot at its end and the aborted
+   transactions overlapping it (``.txnindex``, when there are any) are put, and
    copy_finished is committed. Only then may local retention delete the local copy.
 
 Every metadata change goes through the controller, which refuses a broker that no longer
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from dataplane.cluster import records as r
 from dataplane.log.segment import segment_name
+from dataplane.log.transactions import collect_aborted
 from dataplane.remote.reader import RemoteReader
 from dataplane.remote.tier import PartitionTier
 from tiered.chunk_cache import ChunkCache
@@ -59,6 +62,7 @@ from wire.errors import (
     RemoteStorageError,
 )
 from wire.record_batch import decode_records, parse_header
+from wire.transactions import encode_txn_index
 
 if TYPE_CHECKING:
     from dataplane.cluster.image import MetadataImage, RemoteLog
@@ -232,7 +236,7 @@ class RemoteLogManager:
             await self._commit(part, started)
         for segment in segments:
             await self._in(self.copiers, delete_segment, self.store, self.cluster_id, segment)
-            for key in segment_keys(self.cluster_id, segment).all():
+            for key in segment_keys(self.cluster_id, segment).every():
                 self.cache.invalidate(key)
         await self._commit(
             part,
@@ -317,12 +321,14 @@ class RemoteLogManager:
             state=COPY_STARTED,
         )
         index = segment.index_bytes()
-        meta = dataclasses.replace(meta, index_bytes=len(index))
+        txn_index = _txn_index_of(plog, segment)
+        meta = dataclasses.replace(meta, index_bytes=len(index), txn_index_bytes=len(txn_index))
         files = SegmentFiles(
             log=segment.path,
             index=index,
             epochs=_epochs_text(meta.epochs),
             snapshot=snapshot,
+            txn_index=txn_index,
         )
         self._copying.add(meta.segment_id)
         try:
@@ -394,6 +400,43 @@ class RemoteLogManager:
             raise
         return data
 
+    async def aborted_transactions(
+        self, plog: PartitionLog, offset: int, upper: int
+    ) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping
+        [``offset``, ``upper``) -- a read_committed fetch's answer for batches ``read``
+        returned from one remote segment. The ``.txnindex`` object of a segment holding the
+        whole range lists every aborted transaction overlapping it (read once through the
+        chunk cache); RemoteStorageError (retriable) when there is no such segment any more
+        or the object cannot be read."""
+        remote = self.image.remote_log(plog.topic, plog.partition)
+        holding = [
+            s
+            for s in ([] if remote is None else remote.finished())
+            if s.base_offset <= offset and upper - 1 <= s.end_offset
+        ]
+        if not holding:
+            raise RemoteStorageError(
+                f"offsets {offset}..{upper - 1} of {plog.name} left the remote tier; retry"
+            )
+        segment = holding[-1]
+        if segment.txn_index_bytes == 0:
+            return []
+        timeout = self.config.get_seconds("remote.fetch.max.wait.ms")
+        try:
+            entries = await asyncio.wait_for(
+                self._in(self.readers, self.reader.aborted, segment), timeout
+            )
+        except TimeoutError:
+            raise RemoteStorageError(
+                f"the remote tier did not answer within {timeout * 1000:.0f} ms; retry"
+            ) from None
+        return [
+            (e.producer_id, e.first_offset)
+            for e in entries
+            if e.last_offset >= offset and e.first_offset < upper
+        ]
+
     async def producer_snapshot_at(self, plog: PartitionLog, offset: int) -> bytes | None:
         """The producer snapshot uploaded with the remote segment that ends just before
         ``offset``; None when there is none."""
@@ -452,17 +495,31 @@ class RemoteLogManager:
 
 def _next_to_copy(plog: PartitionLog, uploaded: int) -> Segment | None:
     """The oldest closed segment holding offsets at or after ``uploaded``, wholly below the
-    high watermark (an uploaded segment never holds an offset a failover could truncate)."""
+    last stable offset: so below the high watermark (an uploaded segment never holds an
+    offset a failover could truncate), and every transaction with records in it has its
+    marker written below the high watermark (its aborted transactions are all known)."""
     active = plog.active
+    stable = plog.last_stable_offset  # <= the high watermark
     for segment in plog.segments:
         if segment is active:
             return None
         if segment.next_offset <= uploaded or segment.size == 0:
             continue
-        if segment.next_offset > plog.high_watermark:
+        if segment.next_offset > stable:
             return None
         return segment
     return None
+
+
+def _txn_index_of(plog: PartitionLog, segment: Segment) -> bytes:
+    """The ``.txnindex`` object of ``segment``: every aborted transaction overlapping its
+    offsets, in marker order -- the entries of its own transaction index and those of
+    later segments' for transactions with records in it. Complete once the segment is
+    wholly below the last stable offset (every marker ending a transaction with records in
+    it is then written, in this segment or a later one, none of which local retention has
+    deleted: it deletes only uploaded segments, oldest first)."""
+    later = [s for s in plog.segments if s.next_offset > segment.base_offset]
+    return encode_txn_index(collect_aborted(later, segment.base_offset, segment.next_offset))
 
 
 SNAPSHOT_WAIT_MS = 5000

@@ -9,6 +9,10 @@ must continue the previous batch (the first one: the index entry's), the magic m
 the leader epoch one of the segment's, the length within the object. A failure drops the
 cached chunks of the object and reads them again once; a second one is reported as
 RemoteStorageError, never returned.
+
+``aborted`` reads a segment's ``.txnindex`` object (the aborted transactions overlapping
+it, see ``tiered.layout``) the same way: through the chunk cache, so it is fetched once
+while the cache keeps it, refetched once if it does not parse.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from tiered.errors import ObjectStoreError
 from tiered.layout import segment_keys
 from tiered.object_store import ObjectStore
 from tiered.remote_segment import RemoteSegment
-from wire.errors import RemoteStorageError
+from wire.errors import CorruptRecord, RemoteStorageError
 from wire.record_batch import CRC_START, HEADER_SIZE, BatchHeader, parse_header
 from wire.segment_index import IndexView, parse_index
+from wire.transactions import TXN_INDEX_ENTRY_SIZE, AbortedTxn, parse_txn_index
 
 MIN_WINDOW = 64 * 1024
 
@@ -44,6 +49,25 @@ class RemoteReader:
             if attempt:
                 break
         raise RemoteStorageError(f"the index object {key} is damaged (CRC or format)")
+
+    def aborted(self, segment: RemoteSegment) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``segment`` ([] when it has no
+        ``.txnindex`` object)."""
+        size = segment.txn_index_bytes
+        if size == 0:
+            return []
+        key = segment_keys(self.cluster_id, segment).txn_index
+        for attempt in range(2):
+            raw = self._get(key, size, 0, size)
+            if len(raw) == size and size % TXN_INDEX_ENTRY_SIZE == 0:
+                try:
+                    return parse_txn_index(raw)
+                except CorruptRecord:
+                    pass
+            self.cache.invalidate(key)
+            if attempt:
+                break
+        raise RemoteStorageError(f"the transaction index object {key} is damaged")
 
     def read(self, segment: RemoteSegment, offset: int, max_bytes: int) -> bytes:
         """Whole batches of ``segment`` from the one holding ``offset``, up to ``max_bytes``

@@ -84,6 +84,7 @@ def test_field_names_are_stable() -> None:
             "broker_id",
             "created_ms",
             "state",
+            "txn_index_bytes",
         ]
     )
     assert segment().to_dict()["epochs"] == [[1, 1200], [2, 1250]]
