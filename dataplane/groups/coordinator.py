@@ -275,13 +275,16 @@ class GroupCoordinator:
         group_id: str,
         producer: tuple[int, int],
         entries: list[OffsetCommitEntry],
+        member: tuple[int, str, str | None] = (-1, "", None),
     ) -> CommitOutcome:
         """TxnOffsetCommit: the offsets are written as a transactional batch of ``producer``
-        (id, epoch) and stay pending until the transaction's marker."""
+        (id, epoch) and stay pending until the transaction's marker. ``member`` is the
+        consumer's (generation, member id, instance id) of v3+, checked against the group."""
         if not self.active:
             raise CoordinatorNotAvailable()
         if not self.storage.owns(group_id):
             raise NotCoordinator()
+        self._validate_txn_commit(group_id, *member)
         now = int(time.time() * 1000)
         limit = self.config.get_int("offset.metadata.max.bytes")
         errors: list[BrokerError | None] = []
@@ -416,6 +419,30 @@ class GroupCoordinator:
             raise RebalanceInProgress("the group is completing a rebalance")
         return group
 
+    def _validate_txn_commit(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> None:
+        """Kafka's checks of a TxnOffsetCommit (KIP-447): a producer whose consumer was
+        fenced out of the group (an old generation, a member that left) cannot commit its
+        offsets, so a zombie's transaction aborts. Without a member (v0-v2, or generation -1)
+        any group takes the commit, as on Kafka."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                return  # the group is made when the offsets commit
+            raise IllegalGeneration(f"group {group_id} not found: rejoin it, then commit")
+        if group.is_in(GroupState.DEAD):
+            raise CoordinatorNotAvailable()
+        if generation < 0 and group.is_in(GroupState.EMPTY):
+            return
+        if generation >= 0 or member_id or instance_id is not None:
+            group.validate_member(member_id, instance_id)
+            if generation != group.generation_id:
+                raise IllegalGeneration(
+                    f"generation {generation} is not the group's {group.generation_id}: "
+                    "abort the transaction and rejoin the group"
+                )
+
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None
     ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
@@ -440,6 +467,11 @@ class GroupCoordinator:
             )
             for topic, partitions in topics
         ]
+
+    def unstable_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset of the group for the partition
+        (OffsetFetch with ``require_stable`` then answers UNSTABLE_OFFSET_COMMIT)."""
+        return self.txn_offsets.has_pending(group_id, topic, partition)
 
     # ------------------------------------------------------------------ group admin
 

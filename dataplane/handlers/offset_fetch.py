@@ -1,8 +1,10 @@
 """OffsetFetch (9): a group's committed offsets; -1 where nothing is committed.
 
 v1-v7 ask for one group, v8+ for several; ``topics`` null means every committed
-partition. v10 names topics by id (unknown ids: UNKNOWN_TOPIC_ID). ``require_stable`` is
-accepted and has no effect (there are no pending transactional commits yet).
+partition. v10 names topics by id (unknown ids: UNKNOWN_TOPIC_ID). With ``require_stable``
+(v7+, KIP-447) a partition whose offset an open transaction holds (TxnOffsetCommit before
+the marker) answers UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka does; the client retries
+(a read_committed consumer and Kafka Streams with exactly_once_v2 ask so).
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ TopicAnswer = tuple[str | None, uuid.UUID | None, list[Partition]]
 
 
 def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
+    stable = bool(getattr(request, "require_stable", False))  # v7+
     if ctx.api_version >= GROUPS_VERSION:
-        groups = tuple(_group(ctx, g.group_id, g.topics) for g in request.groups)
+        groups = tuple(_group(ctx, g.group_id, g.topics, stable) for g in request.groups)
         return ctx.make(resp.OffsetFetchResponse, throttle_time=ZERO, groups=groups)
-    error, topics = _fetch(ctx, request.group_id, request.topics)
+    error, topics = _fetch(ctx, request.group_id, request.topics, stable)
     if error is not None:
         if ctx.api_version >= TOP_LEVEL_ERROR_VERSION:
             topics = []
@@ -56,8 +59,8 @@ def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     )
 
 
-def _group(ctx: RequestContext, group_id: str, topics: Any) -> Any:
-    error, answers = _fetch(ctx, group_id, topics)
+def _group(ctx: RequestContext, group_id: str, topics: Any, stable: bool) -> Any:
+    error, answers = _fetch(ctx, group_id, topics, stable)
     return ctx.make(
         resp.OffsetFetchResponseGroup,
         group_id=group_id,
@@ -72,7 +75,7 @@ def _group(ctx: RequestContext, group_id: str, topics: Any) -> Any:
 
 
 def _fetch(
-    ctx: RequestContext, group_id: str | None, topics: Any
+    ctx: RequestContext, group_id: str | None, topics: Any, stable: bool
 ) -> tuple[ErrorCode | None, list[TopicAnswer]]:
     by_id = ctx.api_version >= TOPIC_ID_VERSION
     metadata = ctx.broker.metadata
@@ -99,7 +102,8 @@ def _fetch(
         if group_id is None:
             raise InvalidGroupId("group id is null")
         ctx.require_group(Operation.DESCRIBE, group_id)
-        found = coordinator_of(ctx).fetch_offsets(group_id, wanted)
+        coordinator = coordinator_of(ctx)
+        found = coordinator.fetch_offsets(group_id, wanted)
     except BrokerError as exc:
         requested: list[TopicAnswer] = [
             (name, None, [(p, -1, -1, "", ErrorCode.none) for p in ps]) for name, ps in wanted or []
@@ -123,7 +127,9 @@ def _fetch(
                 name,
                 topic_id,
                 [
-                    (p, -1, -1, "", ErrorCode.none)
+                    (p, -1, -1, "", ErrorCode.unstable_offset_commit)
+                    if stable and coordinator.unstable_offset(group_id, name, p)
+                    else (p, -1, -1, "", ErrorCode.none)
                     if c is None
                     else (p, c.offset, c.leader_epoch, c.metadata, ErrorCode.none)
                     for p, c in partitions

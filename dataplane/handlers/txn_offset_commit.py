@@ -3,8 +3,10 @@ transaction (consume-transform-produce). The offsets go to the group's
 ``__consumer_offsets`` partition as a transactional batch and become visible to
 OffsetFetch only when the transaction's COMMIT marker reaches that partition
 (``dataplane/groups/txn_offsets.py``). WRITE on the transactional id, READ on the group
-and on each topic are needed. The group's generation and member (v3+) are not checked
-against the group yet. v5 (transaction protocol version 2) is not served.
+and on each topic are needed. The consumer's generation, member id and instance id (v3+)
+are checked against the group as Kafka does (KIP-447): an old generation is
+ILLEGAL_GENERATION, a member no longer in the group UNKNOWN_MEMBER_ID, so a zombie's
+offsets never commit. v5 (transaction protocol version 2) is not served.
 """
 
 from __future__ import annotations
@@ -69,8 +71,16 @@ async def _commit(
     ctx: RequestContext, request: req.TxnOffsetCommitRequest, entries: list[OffsetCommitEntry]
 ) -> list[Answer]:
     try:
+        member = (  # v3+; older versions carry no member
+            int(getattr(request, "generation_id", -1)),
+            str(getattr(request, "member_id", "")),
+            getattr(request, "group_instance_id", None),
+        )
         outcome = coordinator_of(ctx).commit_transactional_offsets(
-            str(request.group_id), (int(request.producer_id), int(request.producer_epoch)), entries
+            str(request.group_id),
+            (int(request.producer_id), int(request.producer_epoch)),
+            entries,
+            member,
         )
         if outcome.durable is not None:
             await outcome.durable

@@ -104,20 +104,27 @@ def clients_classpath() -> str:
 def _compiled_harness() -> Path | None:
     """Directory holding an up-to-date ClientHarness.class, compiling it if needed; None when
     javac is missing or fails (the caller then uses Java's source-file mode)."""
+    return compiled_classes(HARNESS_SRC, HARNESS_CLASSES, clients_classpath())
+
+
+def compiled_classes(source: Path, classes: Path, classpath: str) -> Path | None:
+    """Directory ``classes`` holding an up-to-date compile of the single-file program
+    ``source`` (its class named after the file), compiling it against ``classpath`` if needed;
+    None when javac is missing or fails. Also used for tools/java/StreamsApp.java."""
     javac = shutil.which("javac")
     if javac is None:
         return None
-    stamp = HARNESS_CLASSES / "ClientHarness.class"
-    if stamp.is_file() and stamp.stat().st_mtime >= HARNESS_SRC.stat().st_mtime:
-        return HARNESS_CLASSES
+    stamp = classes / f"{source.stem}.class"
+    if stamp.is_file() and stamp.stat().st_mtime >= source.stat().st_mtime:
+        return classes
     JAVA_CACHE.mkdir(parents=True, exist_ok=True)
-    with open(JAVA_CACHE / ".harness.lock", "w") as lock:  # pytest-xdist workers race here
+    with open(JAVA_CACHE / f".{classes.name}.lock", "w") as lock:  # pytest-xdist workers race
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.is_file() and stamp.stat().st_mtime >= HARNESS_SRC.stat().st_mtime:
-            return HARNESS_CLASSES
-        tmp = Path(tempfile.mkdtemp(prefix=".harness-", dir=JAVA_CACHE))
+        if stamp.is_file() and stamp.stat().st_mtime >= source.stat().st_mtime:
+            return classes
+        tmp = Path(tempfile.mkdtemp(prefix=f".{classes.name}-", dir=JAVA_CACHE))
         proc = subprocess.run(
-            [javac, "-nowarn", "-d", str(tmp), "-cp", clients_classpath(), str(HARNESS_SRC)],
+            [javac, "-nowarn", "-d", str(tmp), "-cp", classpath, str(source)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -126,9 +133,9 @@ def _compiled_harness() -> Path | None:
         if proc.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             return None
-        shutil.rmtree(HARNESS_CLASSES, ignore_errors=True)
-        os.replace(tmp, HARNESS_CLASSES)
-    return HARNESS_CLASSES
+        shutil.rmtree(classes, ignore_errors=True)
+        os.replace(tmp, classes)
+    return classes
 
 
 def harness_command(args: list[str]) -> list[str]:
