@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps streams-deps spark-kafka minio kafka bench clean
+.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps connect-deps streams-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -47,6 +47,11 @@ spark-kafka: venv
 # MinIO, a real S3-compatible server, built from the Go module proxy (tests/tiered/test_minio.py).
 minio:
 	@./tools/build-minio.sh
+
+# Kafka Connect and MirrorMaker 2 (same Kafka version) into .cache/java/connect/ (tests/ecosystem,
+# the control plane's replicators).
+connect-deps: java-deps
+	@./tools/fetch-connect.sh
 
 # Kafka Streams (same Kafka version) into .cache/java/streams/ (tools/java/StreamsApp.java:
 # tests/ecosystem/test_streams.py, docs/streams.md).
@@ -99,7 +104,7 @@ typecheck: venv
 # for brokers, JVMs and clocks, so two workers per core pay; a file's tests stay on one worker
 # (--dist loadfile), so its module fixtures are made once. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
-test: venv system-deps java-deps streams-deps spark-kafka franz-go transform-guests terraform-bin lint typecheck
+test: venv system-deps java-deps connect-deps streams-deps spark-kafka franz-go transform-guests terraform-bin lint typecheck
 	@$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:

@@ -125,8 +125,9 @@ class Plane:
 
     def active(self, name: str) -> pb.Cluster | None:
         cluster = self.get(name)
-        ok = cluster is not None and cluster.state == pb.CLUSTER_STATE_ACTIVE
-        return cluster if ok and not cluster.operation else None
+        if cluster is None or cluster.state != pb.CLUSTER_STATE_ACTIVE or cluster.operation:
+            return None
+        return cluster
 
     def create(self, name: str, brokers: int = 3) -> float:
         started = time.monotonic()

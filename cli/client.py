@@ -157,6 +157,7 @@ BY_REASON: dict[int, Callable[[ApiError, Env], CliError]] = {
     epb.ENDPOINT_NOT_FOUND: _hint(
         "list them with `cloudctl list-private-endpoints --cluster {cluster}`"
     ),
+    epb.REPLICATOR_NOT_FOUND: _hint("list them with `cloudctl list-replicators`"),
     epb.INVALID_TRANSFORM: _hint(
         "nothing was deployed or changed; fix the module or the definition and deploy again"
     ),

@@ -10,8 +10,9 @@ stops with it.
 processes it stops (itself, the embedded S3 server, every broker), and waits for exactly
 those; what still runs after ``--timeout`` seconds is killed (SIGKILL, the last resort).
 Only when the control plane does not answer does ``down`` fall back to SIGTERM on the pid in
-``controlplane.pid`` and a ``/proc`` scan for brokers and the S3 server on this home's
-directories (``broker_pids``, ``embedded_s3_pids``: also what ``status`` reports then).
+``controlplane.pid`` and a ``/proc`` scan for brokers, the S3 server and replicators'
+MirrorMaker processes on this home's directories (``broker_pids``, ``embedded_s3_pids``,
+``replicator_pids``; the first two are also what ``status`` reports then).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ KILL_WAIT = 5.0
 """Seconds ``down`` waits for processes it had to SIGKILL."""
 UP_LOCK_FILE = "up.lock"
 """flock held by the `cloudctl up` that checks for and starts the home's control plane."""
+MIRROR_MAKER = "org.apache.kafka.connect.mirror.MirrorMaker"
+"""The main class of a replicator's process (controlplane/replicator_process.py)."""
 EXIT_ALREADY_RUNNING = 3
 """Exit code of ``python -m controlplane.main`` when another one holds the home."""
 
@@ -110,6 +113,24 @@ def broker_pids(home: Path) -> list[int]:
             if arg == b"--data-dir" and args[i + 1].decode(errors="replace").startswith(prefix):
                 found.append(int(entry.name))
                 break
+    return found
+
+
+def replicator_pids(home: Path) -> list[int]:
+    """Replicators' MirrorMaker processes (``$SLUICE_HOME/replicators/NAME/mm2.properties``
+    on their command line): they outlive a control plane killed with -9, as brokers do."""
+    prefix = str(home / "replicators") + "/"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = Path(f"/proc/{entry.name}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        words = args.split("\0")
+        if MIRROR_MAKER in words and any(w.startswith(prefix) for w in words):
+            found.append(int(entry.name))
     return found
 
 
@@ -433,7 +454,7 @@ def _stop_found(env: Env, pid: int, timeout: float) -> None:
     s3 = " and the embedded S3 server" if embedded_s3_pids(env.home) else ""
     progress(f"stopping the control plane (pid {pid}), {brokers} broker(s){s3}")
     killed = _stop_pids([pid], timeout)
-    leftovers = broker_pids(env.home) + embedded_s3_pids(env.home)
+    leftovers = broker_pids(env.home) + embedded_s3_pids(env.home) + replicator_pids(env.home)
     if leftovers:
         _stop_pids(leftovers, 10)
     if killed:
@@ -456,11 +477,13 @@ def down(env: Env, timeout: float, output: str) -> None:
     if pid is None:
         orphans = broker_pids(env.home)
         s3_pids = embedded_s3_pids(env.home)
-        if orphans or s3_pids:
-            _stop_pids(orphans + s3_pids, timeout / 2)
+        mirrors = replicator_pids(env.home)
+        if orphans or s3_pids or mirrors:
+            _stop_pids(orphans + s3_pids + mirrors, timeout / 2)
             what = f"{len(orphans)} broker process(es)" + (
                 " and the embedded S3 server" if s3_pids else ""
             )
+            what += f", {len(mirrors)} replicator process(es)" if mirrors else ""
             emit(output, result, f"control plane was not running; stopped {what}")
         else:
             emit(output, result, f"control plane is not running (home {env.home})")

@@ -2,7 +2,7 @@
 
 One module per noun (daemon.py, context.py, cluster.py, operation.py, logs.py, topic.py,
 group.py, data.py, transform.py, security.py, endpoint.py, configuration.py, billing.py,
-terraform_config.py); options.py holds the options
+terraform_config.py, schema_registry.py, replicator.py); options.py holds the options
 every noun shares (the grammar of cli/README.md), output.py and formats.py the output;
 client.py finds and talks to the control plane. Exit codes: 0 success, 1 error (one line on
 stderr, ``cloudctl: error: WHAT (what to do)``), 2 usage error, 130 interrupted.
@@ -27,6 +27,8 @@ from cli import (
     group,
     logs,
     operation,
+    replicator,
+    schema_registry,
     security,
     terraform_config,
     topic,
@@ -44,7 +46,10 @@ them off)."""
 
 SECTIONS = [
     ("Control plane", daemon.COMMANDS + context.COMMANDS + terraform_config.COMMANDS),
-    ("Clusters (NAME argument)", cluster.COMMANDS + operation.COMMANDS + logs.COMMANDS),
+    (
+        "Clusters (NAME argument)",
+        cluster.COMMANDS + schema_registry.COMMANDS + operation.COMMANDS + logs.COMMANDS,
+    ),
     ("Configurations (of every cluster)", configuration.COMMANDS),
     ("Topics (--cluster C)", topic.COMMANDS),
     ("Consumer groups (--cluster C)", group.COMMANDS),
@@ -52,6 +57,7 @@ SECTIONS = [
     ("Transforms (--cluster C)", transform.COMMANDS),
     ("Users and ACLs (--cluster C)", security.COMMANDS),
     ("Private endpoints (--cluster C)", endpoint.COMMANDS),
+    ("Replicators (between two clusters)", replicator.COMMANDS),
     ("Usage and billing (every cluster; --cluster C for one)", billing.COMMANDS),
 ]
 

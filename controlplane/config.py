@@ -127,6 +127,47 @@ class Settings:
     """The Spark master the billing pipeline runs on (any master: the job is unchanged)."""
     billing_usage_recent_max_records: int = 1_000_000
     """Most usage records GetUsage reads per cluster after the pipeline's offsets."""
+    replicator_max_count: int = 20
+    """Most replicators of one control plane (each runs MirrorMaker 2 in its own JVM)."""
+    replicator_heap_mb: int = 512
+    """Java heap (-Xmx, MiB) of one replicator's MirrorMaker process."""
+    replicator_java: str = ""
+    """The java binary replicators run; empty: ``$JAVA_HOME/bin/java``, else java on PATH."""
+    replicator_classpath: str = ""
+    """Directory of the Kafka Connect / MirrorMaker jars; empty: the checkout's
+    ``.cache/java/connect`` (``make connect-deps``)."""
+    replicator_check_interval_ms: int = 2_000
+    """How often every replicator's process and MirrorMaker's status topic are checked
+    (an exit is also noticed at once through a pidfd)."""
+    replicator_restart_backoff_max_ms: int = 30_000
+    """Longest wait between restarts of a replicator that keeps failing (doubles from 1 s)."""
+    replicator_stop_timeout_ms: int = 15_000
+    """How long a stopping MirrorMaker process gets after SIGTERM before SIGKILL."""
+    replicator_refresh_interval_ms: int = 10_000
+    """How often MirrorMaker looks for new topics and groups on the source
+    (``refresh.topics.interval.seconds``, ``refresh.groups.interval.seconds``)."""
+    replicator_sync_interval_ms: int = 5_000
+    """How often MirrorMaker emits checkpoints, syncs group offsets and topic configs
+    (``emit.checkpoints.interval.seconds``, ``sync.group.offsets.interval.seconds``,
+    ``sync.topic.configs.interval.seconds``)."""
+    replicator_offset_flush_interval_ms: int = 5_000
+    """How often MirrorMaker commits its source offsets (Connect's
+    ``offset.flush.interval.ms``): the replicated position the lag is computed from."""
+    schema_registry_listen: str = "127.0.0.1:0"
+    """HOST:PORT of the schema registry's HTTP server (``schema_registry/``); port 0: the
+    port it had last time when free, else any free one."""
+    schema_registry_max_request_bytes: int = 1_048_576
+    """Largest request body the registry reads (a schema must fit one Kafka record)."""
+    schema_registry_max_header_bytes: int = 16_384
+    """Largest request line and headers the registry reads."""
+    schema_registry_max_connections: int = 256
+    """Most HTTP connections the registry serves at once (more are answered 503)."""
+    schema_registry_idle_timeout_ms: int = 60_000
+    """How long an idle (or stalled) registry connection is kept open."""
+    schema_registry_auth_cache_ms: int = 60_000
+    """How long a checked basic-auth login to a secured cluster's registry is trusted."""
+    schema_registry_protoc_timeout_ms: int = 10_000
+    """Time protoc gets to compile one Protobuf schema."""
 
     @classmethod
     def keys(cls) -> list[str]:

@@ -149,6 +149,18 @@ class ConfigurationAlreadyExists(Conflict):
     reason = epb.CONFIGURATION_ALREADY_EXISTS
 
 
+class ReplicatorNotFound(NotFound):
+    """No replicator of that name (metadata ``replicator``)."""
+
+    reason = epb.REPLICATOR_NOT_FOUND
+
+
+class ReplicatorAlreadyExists(Conflict):
+    """A replicator of that name exists (metadata ``replicator``)."""
+
+    reason = epb.REPLICATOR_ALREADY_EXISTS
+
+
 class BillingRunNotFound(NotFound):
     """No billing run of that id (metadata ``billing_run``)."""
 

@@ -28,6 +28,7 @@ from controlplane.api.endpoints import EndpointsService
 from controlplane.api.groups import GroupsService
 from controlplane.api.logs import LogsService
 from controlplane.api.operations import OperationsService
+from controlplane.api.replicators import ReplicatorsService
 from controlplane.api.security import AclsService, UsersService
 from controlplane.api.status import StatusService
 from controlplane.api.topics import TopicsService
@@ -43,6 +44,9 @@ from controlplane.groups import GroupOps
 from controlplane.metering import Meter
 from controlplane.objectstore import ObjectStoreManager
 from controlplane.reconciler import ClusterManager
+from controlplane.replicator_runner import ReplicatorRunner
+from controlplane.replicators import ReplicatorOps, Replicators
+from controlplane.schema_registry import SchemaRegistryService
 from controlplane.security import SecurityOps
 from controlplane.store import Store
 from controlplane.topics import TopicOps
@@ -64,6 +68,8 @@ from proto.sluice.v1 import (
     logs_pb2_grpc,
     operations_pb2,
     operations_pb2_grpc,
+    replicators_pb2,
+    replicators_pb2_grpc,
     security_pb2,
     security_pb2_grpc,
     topics_pb2,
@@ -92,6 +98,7 @@ SERVICE_NAMES = (
     endpoints_pb2.DESCRIPTOR.services_by_name["Endpoints"].full_name,
     billing_pb2.DESCRIPTOR.services_by_name["Billing"].full_name,
     configurations_pb2.DESCRIPTOR.services_by_name["Configurations"].full_name,
+    replicators_pb2.DESCRIPTOR.services_by_name["Replicators"].full_name,
 )
 
 
@@ -124,6 +131,8 @@ class ControlPlane:
         self.object_store: ObjectStoreManager | None = None
         self.billing: BillingRunner | None = None
         self.meter: Meter | None = None
+        self.replicators: ReplicatorRunner | None = None
+        self.schema_registry: SchemaRegistryService | None = None
         self._stop_requested = asyncio.Event()
 
     def _lock(self) -> None:
@@ -140,7 +149,7 @@ class ControlPlane:
             ) from None
         self._lock_fd = fd
 
-    async def start(self) -> None:
+    async def start(self) -> None:  # noqa: PLR0915 - assembles every service, in order
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.home / "logs").mkdir(exist_ok=True)
         self._lock()
@@ -174,8 +183,9 @@ class ControlPlane:
             raise OSError(f"cannot listen on {self.listen}: the address is in use or not local")
         host = self.listen.rpartition(":")[0]
         self.endpoint = f"{host}:{port}"
+        self.schema_registry = SchemaRegistryService(self.store, self.settings)
         clusters_pb2_grpc.add_ClustersServicer_to_server(
-            ClustersService(frontend, self.manager), server
+            ClustersService(frontend, self.manager, self.schema_registry.url), server
         )
         topics_pb2_grpc.add_TopicsServicer_to_server(TopicsService(topic_ops), server)
         groups_pb2_grpc.add_GroupsServicer_to_server(
@@ -201,6 +211,14 @@ class ControlPlane:
         billing_pb2_grpc.add_BillingServicer_to_server(
             BillingService(self.billing, reports), server
         )
+        replicators = Replicators(self.store.db)
+        self.replicators = ReplicatorRunner(self.store, self.settings, self.home, replicators)
+        replicators_pb2_grpc.add_ReplicatorsServicer_to_server(
+            ReplicatorsService(
+                ReplicatorOps(self.store, self.settings, replicators, self.replicators)
+            ),
+            server,
+        )
         controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(
             StatusService(self.manager, self.endpoint, time.time(), self.request_stop, tokens),
             server,
@@ -211,9 +229,11 @@ class ControlPlane:
         )
         # before any request: clusters are recorded with the object store's endpoint
         await self.object_store.start()  # the embedded server starts in the background
+        await self.schema_registry.start()  # the HTTP server: before any URL is handed out
         await server.start()
         self.server = server
         await self.manager.start()
+        await self.replicators.start()  # MirrorMaker processes: after the brokers' adoption
         self.billing.start()  # fails the runs a killed control plane left, then the schedule
         self.meter.start()  # its first pass catches up on what was not metered while down
         for name in ("", *SERVICE_NAMES):
@@ -222,15 +242,19 @@ class ControlPlane:
         write_atomic(self.home / PID_FILE, f"{os.getpid()}\n")
         log.info("control plane %d serving on %s (home %s)", os.getpid(), self.endpoint, self.home)
 
-    async def stop(self) -> None:
+    async def stop(self) -> None:  # noqa: PLR0912 - stops every service, in order
         """Stop every broker, then the server (``cloudctl down``)."""
         log.info("stopping: brokers first")
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if self.meter is not None:
             await self.meter.stop()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         if self.billing is not None:
             await self.billing.stop()  # its job reads the brokers: first
+        if self.replicators is not None:
+            await self.replicators.shutdown()  # MirrorMaker talks to the brokers: first
         if self.manager is not None:
             await self.manager.shutdown()
         if self.object_store is not None:

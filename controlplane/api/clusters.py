@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import grpc
@@ -31,9 +31,16 @@ def modes(values: Sequence[int]) -> list[ClientAuth]:
 
 
 class ClustersService(pb_grpc.ClustersServicer):
-    def __init__(self, frontend: ClusterFrontend, manager: ClusterManager) -> None:
+    def __init__(
+        self,
+        frontend: ClusterFrontend,
+        manager: ClusterManager,
+        registry_url: Callable[[ClusterRecord], str] | None = None,
+    ) -> None:
+        """``registry_url``: the base URL of a cluster's schema registry (schema_registry/)."""
         self.frontend = frontend
         self.manager = manager
+        self.registry_url = registry_url
         self.endpoints = EndpointOps(frontend.store, manager, frontend.settings)
 
     def to_pb(self, cluster: ClusterRecord, *, credentials: bool = False) -> pb.Cluster:
@@ -66,6 +73,8 @@ class ClustersService(pb_grpc.ClustersServicer):
             updated_at=timestamp(cluster.updated_at),
             log_dir=str(self.manager.cluster_log_dir(cluster)),
         )
+        if self.registry_url is not None and cluster.state is ClusterState.ACTIVE:
+            out.schema_registry_url = self.registry_url(cluster)
         for record in brokers:
             runtime = self.manager.runtime(cluster.name, record.broker_id)
             if runtime is None:

@@ -194,6 +194,9 @@ def test_cluster_reads(small: Cloud) -> None:
     assert ca["pem"].startswith("-----BEGIN CERTIFICATE-----")
     assert ca["pem"] == (small.home / "ca" / "ca.crt").read_text()
     assert small.run("get-ca-cert", CLUSTER).stdout == ca["pem"], "table: the PEM alone"
+    registry = read_only(small, "get-schema-registry-url", CLUSTER)
+    url = registry["schema_registry_url"]
+    assert re.fullmatch(rf"http://127\.0\.0\.1:\d+/clusters/{CLUSTER}", url), registry
     missing = small.run("get-ca-cert", "no-such-cluster")
     assert missing.returncode == 1
     assert "no-such-cluster" in missing.stderr
@@ -541,6 +544,35 @@ def test_private_endpoint_commands(small: Cloud) -> None:
     )
     assert all((d["existed"], d["deleted"]) == (True, True) for d in deleted)
     assert read_only(small, "list-private-endpoints", "--cluster", SMALL["json"])["endpoints"] == []
+
+
+def test_replicator_commands(small: Cloud) -> None:
+    """One replicator per format, from its 1-broker cluster to the shared cluster (not
+    waited for: MirrorMaker's JVMs start in the background and stop when deleted)."""
+    created = same_shape(
+        each_format(
+            small,
+            lambda fmt: [
+                "create-replicator",
+                f"rep-{fmt}",
+                "--source",
+                SMALL[fmt],
+                "--target",
+                CLUSTER,
+                "--topics",
+                "none-yet",
+            ],
+        )
+    )
+    assert all(r["target_cluster"] == CLUSTER for r in created)
+    described = read_only(small, "describe-replicator", "rep-json")
+    assert (described["source_cluster"], described["topics"]) == (SMALL["json"], "none-yet")
+    listed = read_only(small, "list-replicators")
+    assert {"rep-table", "rep-json", "rep-yaml"} <= {r["name"] for r in listed["replicators"]}
+    deleted = same_shape(
+        each_format(small, lambda fmt: ["delete-replicator", f"rep-{fmt}", "--yes"])
+    )
+    assert all(d["deleted"] for d in deleted)
 
 
 def test_configuration_and_tag_commands(small: Cloud) -> None:

@@ -46,6 +46,7 @@ CLUSTER_COMMANDS = {
     "list-clusters",
     "get-bootstrap-brokers",
     "get-ca-cert",
+    "get-schema-registry-url",
     "update-broker-count",
     "update-cluster-config",
     "update-cluster-security",
@@ -70,8 +71,13 @@ INSTALLATION_COMMANDS = {
     "billing list-runs",
     "billing describe-run",
     "list-invoices",
+    "create-replicator",
+    "describe-replicator",
+    "list-replicators",
+    "delete-replicator",
 }
-"""Of every cluster at once (billing is of the installation, as a bill of the account)."""
+"""Of every cluster at once (billing is of the installation, as a bill of the account; a
+replicator joins two clusters: --source and --target name them)."""
 CSV_COMMANDS = {"usage", "invoice"}
 """Tables a spreadsheet reads: -o csv as well."""
 
@@ -128,6 +134,7 @@ def test_the_nouns_are_known() -> None:
         "clusters",
         "bootstrap-brokers",
         "ca-cert",
+        "schema-registry-url",
         "broker-count",
         "cluster-config",
         "cluster-security",

@@ -102,7 +102,7 @@ class Broker(_message.Message):
     def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., state: _Optional[_Union[BrokerState, str]] = ..., pid: _Optional[int] = ..., data_dir: _Optional[str] = ..., restarts: _Optional[int] = ..., log_path: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth", "broker_type", "tags", "storage_mode", "configuration_info")
+    __slots__ = ("name", "cluster_id", "state", "state_message", "broker_count", "brokers", "bootstrap_brokers", "config", "operation", "created_at", "updated_at", "object_store", "log_dir", "operation_id", "client_auth", "broker_type", "tags", "storage_mode", "configuration_info", "schema_registry_url")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +136,7 @@ class Cluster(_message.Message):
     TAGS_FIELD_NUMBER: _ClassVar[int]
     STORAGE_MODE_FIELD_NUMBER: _ClassVar[int]
     CONFIGURATION_INFO_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_REGISTRY_URL_FIELD_NUMBER: _ClassVar[int]
     name: str
     cluster_id: str
     state: ClusterState
@@ -155,7 +156,8 @@ class Cluster(_message.Message):
     tags: _containers.ScalarMap[str, str]
     storage_mode: StorageMode
     configuration_info: ConfigurationInfo
-    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ..., configuration_info: _Optional[_Union[ConfigurationInfo, _Mapping]] = ...) -> None: ...
+    schema_registry_url: str
+    def __init__(self, name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., state: _Optional[_Union[ClusterState, str]] = ..., state_message: _Optional[str] = ..., broker_count: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[Broker, _Mapping]]] = ..., bootstrap_brokers: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., operation: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., object_store: _Optional[_Union[ObjectStore, _Mapping]] = ..., log_dir: _Optional[str] = ..., operation_id: _Optional[str] = ..., client_auth: _Optional[_Iterable[_Union[ClientAuth, str]]] = ..., broker_type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., storage_mode: _Optional[_Union[StorageMode, str]] = ..., configuration_info: _Optional[_Union[ConfigurationInfo, _Mapping]] = ..., schema_registry_url: _Optional[str] = ...) -> None: ...
 
 class ObjectStore(_message.Message):
     __slots__ = ("endpoint", "bucket", "region", "embedded", "access_key_id", "secret_access_key")

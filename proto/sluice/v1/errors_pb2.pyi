@@ -39,6 +39,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVOICE_NOT_FOUND: _ClassVar[ErrorReason]
     CONFIGURATION_NOT_FOUND: _ClassVar[ErrorReason]
     CONFIGURATION_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    REPLICATOR_NOT_FOUND: _ClassVar[ErrorReason]
+    REPLICATOR_ALREADY_EXISTS: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 CONTROL_PLANE_UNAVAILABLE: ErrorReason
 TOKEN_INVALID: ErrorReason
@@ -72,3 +74,5 @@ BILLING_RUN_NOT_FOUND: ErrorReason
 INVOICE_NOT_FOUND: ErrorReason
 CONFIGURATION_NOT_FOUND: ErrorReason
 CONFIGURATION_ALREADY_EXISTS: ErrorReason
+REPLICATOR_NOT_FOUND: ErrorReason
+REPLICATOR_ALREADY_EXISTS: ErrorReason
