@@ -185,8 +185,9 @@ class TransactionCoordinator:
                 raise CoordinatorLoadInProgress()
             raise NotCoordinator(f"this broker does not coordinate {transactional_id!r}")
 
-    def _get(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
-        """The id's metadata after the checks every request of an open producer gets."""
+    def _producer(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
+        """The id's metadata, if this broker coordinates it and the producer is its current
+        one (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED otherwise)."""
         self._owned(transactional_id)
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
@@ -197,6 +198,11 @@ class TransactionCoordinator:
             raise ProducerFenced(
                 f"epoch {epoch} of {transactional_id!r} is fenced by epoch {meta.producer_epoch}"
             )
+        return meta
+
+    def _get(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
+        """The id's metadata after the checks every request of an open producer gets."""
+        meta = self._producer(transactional_id, producer_id, epoch)
         if meta.pending or meta.state.preparing:
             raise ConcurrentTransactions()
         return meta
@@ -280,16 +286,7 @@ class TransactionCoordinator:
         partitions: Iterable[tuple[str, int]],
     ) -> set[tuple[str, int]]:
         """AddPartitionsToTxn's verify_only: the partitions not in the open transaction."""
-        self._owned(transactional_id)
-        meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            raise InvalidProducerIdMapping(
-                f"producer id {producer_id} is not the current one of {transactional_id!r}"
-            )
-        if epoch != meta.producer_epoch:
-            raise ProducerFenced(
-                f"epoch {epoch} of {transactional_id!r} is fenced by epoch {meta.producer_epoch}"
-            )
+        meta = self._producer(transactional_id, producer_id, epoch)
         if meta.state is not TxnState.ONGOING:
             return set(partitions)
         return set(partitions) - meta.partitions
@@ -311,16 +308,7 @@ class TransactionCoordinator:
     async def end_txn(
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool
     ) -> None:
-        self._owned(transactional_id)
-        meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != producer_id:
-            raise InvalidProducerIdMapping(
-                f"producer id {producer_id} is not the current one of {transactional_id!r}"
-            )
-        if epoch != meta.producer_epoch:
-            raise ProducerFenced(
-                f"epoch {epoch} of {transactional_id!r} is fenced by epoch {meta.producer_epoch}"
-            )
+        meta = self._producer(transactional_id, producer_id, epoch)
         if meta.pending:
             raise ConcurrentTransactions()
         state = meta.state
