@@ -223,6 +223,9 @@ class ControlPlane:
             StatusService(self.manager, self.endpoint, time.time(), self.request_stop, tokens),
             server,
         )
+        # the server as a whole ("", SERVING by default) is NOT_SERVING until every service
+        # below is: a client that waits for "" may then call any of them
+        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -236,7 +239,7 @@ class ControlPlane:
         await self.replicators.start()  # MirrorMaker processes: after the brokers' adoption
         self.billing.start()  # fails the runs a killed control plane left, then the schedule
         self.meter.start()  # its first pass catches up on what was not metered while down
-        for name in ("", *SERVICE_NAMES):
+        for name in (*SERVICE_NAMES, ""):  # "" last: it says every service is ready
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         write_atomic(self.home / ENDPOINT_FILE, self.endpoint + "\n")
         write_atomic(self.home / PID_FILE, f"{os.getpid()}\n")
