@@ -20,8 +20,7 @@ transactional batches belong to aborted transactions; those are skipped too.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import crc32c
@@ -37,7 +36,7 @@ from wire.record_batch import (
     parse_header,
     walk_records,
 )
-from wire.transactions import AbortedTxn
+from wire.transactions import AbortedRanges
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _BASE_FIELDS = [
@@ -129,38 +128,6 @@ class Columns:
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self.clear()
         return batch
-
-
-class AbortedRanges:
-    """The records of aborted transactions, from the aborted-transaction entries overlapping
-    a segment: a transactional data batch of producer P at offset o is aborted when an entry
-    of P has ``firstOffset <= o < lastOffset`` (``lastOffset`` is its ABORT marker's). A
-    producer has one transaction open at a time, so P's entries never overlap, and the
-    answer does not depend on where a read starts (Kafka's consumer walks the entries in
-    order from its fetch offset; the outcome is the same)."""
-
-    def __init__(self, entries: Iterable[AbortedTxn]) -> None:
-        spans: dict[int, list[tuple[int, int]]] = {}
-        for entry in entries:
-            spans.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
-        self._firsts: dict[int, list[int]] = {}
-        self._lasts: dict[int, list[int]] = {}
-        for pid, pairs in spans.items():
-            pairs.sort()
-            self._firsts[pid] = [first for first, _ in pairs]
-            self._lasts[pid] = [last for _, last in pairs]
-
-    def __len__(self) -> int:
-        return sum(len(firsts) for firsts in self._firsts.values())
-
-    def covers(self, producer_id: int, offset: int) -> bool:
-        """True when ``offset`` of ``producer_id`` is inside one of its aborted
-        transactions."""
-        firsts = self._firsts.get(producer_id)
-        if not firsts:
-            return False
-        i = bisect.bisect_right(firsts, offset) - 1
-        return i >= 0 and offset < self._lasts[producer_id][i]
 
 
 def decode_into(

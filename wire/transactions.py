@@ -26,8 +26,10 @@ consumer drops that producer's batches from firstOffset up to its ABORT marker.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from wire.errors import CorruptRecord
@@ -136,3 +138,35 @@ def parse_txn_index(raw: bytes | bytearray | memoryview) -> list[AbortedTxn]:
             raise CorruptRecord(f"transaction index entry of unknown version {version}")
         out.append(AbortedTxn(pid, first, last, lso))
     return out
+
+
+class AbortedRanges:
+    """The records of aborted transactions, from the aborted-transaction entries overlapping
+    a segment: a transactional data batch of producer P at offset o is aborted when an entry
+    of P has ``firstOffset <= o < lastOffset`` (``lastOffset`` is its ABORT marker's). A
+    producer has one transaction open at a time, so P's entries never overlap, and the
+    answer does not depend on where a read starts (Kafka's consumer walks the entries in
+    order from its fetch offset; the outcome is the same)."""
+
+    def __init__(self, entries: Iterable[AbortedTxn]) -> None:
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for entry in entries:
+            spans.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+        self._firsts: dict[int, list[int]] = {}
+        self._lasts: dict[int, list[int]] = {}
+        for pid, pairs in spans.items():
+            pairs.sort()
+            self._firsts[pid] = [first for first, _ in pairs]
+            self._lasts[pid] = [last for _, last in pairs]
+
+    def __len__(self) -> int:
+        return sum(len(firsts) for firsts in self._firsts.values())
+
+    def covers(self, producer_id: int, offset: int) -> bool:
+        """True when ``offset`` of ``producer_id`` is inside one of its aborted
+        transactions."""
+        firsts = self._firsts.get(producer_id)
+        if not firsts:
+            return False
+        i = bisect.bisect_right(firsts, offset) - 1
+        return i >= 0 and offset < self._lasts[producer_id][i]

@@ -38,7 +38,6 @@ Imports only ``segment`` and ``producer_state`` of this package.
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,6 +48,7 @@ from wire.errors import CorruptRecord
 from wire.record_batch import CONTROL_BIT, BatchHeader
 from wire.transactions import (
     TXN_INDEX_ENTRY_SIZE,
+    AbortedRanges,
     AbortedTxn,
     ControlType,
     Marker,
@@ -229,25 +229,17 @@ def rebuild_txn_indexes(
 
 
 class AbortedBatches:
-    """The log cleaner's view of aborted transactions over one walk of batches in offset
-    order (Kafka's ``CleanedTransactionMetadata``, without marker removal: markers stay)."""
+    """The log cleaner's view of aborted transactions: which transactional data batches
+    belong to one (Kafka's ``CleanedTransactionMetadata``, without marker removal: markers
+    stay). The lookup is ``wire.transactions.AbortedRanges``, the one the Spark source uses."""
 
     def __init__(self, entries: Sequence[AbortedTxn]) -> None:
-        self._pending = sorted(entries, key=lambda e: e.first_offset)
-        self._firsts = [e.first_offset for e in self._pending]
-        self._next = 0
-        self._aborting: set[int] = set()
+        self._ranges = AbortedRanges(entries)
 
     def is_aborted(self, header: BatchHeader) -> bool:
-        """True for a transactional data batch of an aborted transaction. Call for every
-        batch of the walk, control batches included, in offset order."""
-        end = bisect.bisect_right(self._firsts, header.last_offset, lo=self._next)
-        for entry in self._pending[self._next : end]:
-            if entry.last_offset > header.base_offset:  # its marker is still ahead
-                self._aborting.add(entry.producer_id)
-        self._next = end
-        pid = header.producer_id
-        if header.is_control:
-            self._aborting.discard(pid)
-            return False
-        return header.is_transactional and pid in self._aborting
+        """True for a transactional data batch of an aborted transaction."""
+        return (
+            header.is_transactional
+            and not header.is_control
+            and self._ranges.covers(header.producer_id, header.base_offset)
+        )
