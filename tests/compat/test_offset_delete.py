@@ -61,13 +61,15 @@ def offset_delete(bootstrap: str, group: str, topics: dict[str, list[int]]) -> A
         ),
     )
     deadline = time.monotonic() + 30
-    with RawClient(coordinator(bootstrap, group)) as client:
-        answer = client.request(request)
-        # retriable, as clients treat it: Kafka's coordinator still loading its partition
-        while answer.error_code.name == "coordinator_load_in_progress":
-            assert time.monotonic() < deadline, answer
-            time.sleep(0.2)
+    while True:
+        with RawClient(coordinator(bootstrap, group)) as client:
             answer = client.request(request)
+        # retriable, as clients treat them: a coordinator still loading its partition, or
+        # one that moved (Kafka's offsets topic settling its leaders on a loaded machine)
+        if answer.error_code.name not in ("coordinator_load_in_progress", "not_coordinator"):
+            break
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.2)
     return (
         answer.error_code.name,
         sorted(
