@@ -17,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+from dataplane import clock
 from dataplane.cluster.image import Delta, MetadataImage
 from dataplane.cluster.member import ClusterMember
 from dataplane.cluster.producer_ids import ProducerIdManager
@@ -107,7 +108,7 @@ class Broker:
             data_dir=data_dir,
         )
         self.transforms.meter = self.usage.meter
-        self.started_at = time.time()
+        self.started_at = clock.now()
         self._tasks: list[asyncio.Task[None]] = []
         self.static_config_values = dict(config.values)
         """Settings from defaults, the config file and --set; dynamic configs overlay them."""
@@ -136,6 +137,10 @@ class Broker:
         self.usage.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(housekeeping_loop(self.logs, self.config)))
+        if offset_file := self.config.get_str("clock.offset.file"):
+            every = self.config.get_seconds("clock.offset.poll.ms")
+            path = Path(self.config.data_dir) / offset_file  # an absolute one stays as is
+            self._tasks.append(loop.create_task(clock.follow_offset_file(path, every)))
 
     async def stop(self) -> None:
         await self.transforms.stop()

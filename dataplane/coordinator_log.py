@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dataplane import clock
 from dataplane.cluster.topics import NewTopic
 from dataplane.log.partition_log import PartitionLog
 from wire.errors import BrokerError, CoordinatorNotAvailable, CorruptRecord, NotCoordinator
@@ -187,7 +187,7 @@ class CoordinatorLog:
         name = self.topic.name
         if plog is None:
             raise NotCoordinator(f"{name} is not available on this broker")
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         limit = plog.config.get_int("max.message.bytes") - BATCH_OVERHEAD
         try:
             if batch is not None:

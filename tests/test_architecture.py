@@ -203,3 +203,21 @@ def test_transform_engine_imports_only_wire() -> None:
         if _top(m) == "transforms"
     }
     assert not {m: t for m, t in bad.items() if t}
+
+
+def test_the_broker_reads_wall_time_through_its_clock_only() -> None:
+    """``dataplane/clock.py`` is the one seam a fault test skews: no other broker module
+    reads ``time.time``/``time.time_ns`` (intervals use ``time.monotonic``)."""
+    found = []
+    for path in sorted((REPO / "dataplane").rglob("*.py")):
+        if path.name == "clock.py" and path.parent.name == "dataplane":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("time", "time_ns")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "time"
+            ):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert found == [], "read wall time through dataplane.clock: " + ", ".join(found)

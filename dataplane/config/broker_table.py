@@ -563,6 +563,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             )
             for key in ObjectStoreSettings.keys()  # noqa: SIM118 - a classmethod
         ],
+        ConfigDef(
+            "clock.offset.file",
+            S,
+            "",
+            "Fault injection: a file (relative paths: below the data directory) holding "
+            "milliseconds, signed, that this broker adds to the system's wall clock, re-read "
+            "every clock.offset.poll.ms (dataplane/clock.py); empty: the system's clock.",
+        ),
+        ConfigDef(
+            "clock.offset.poll.ms",
+            I,
+            1000,
+            "How often the clock.offset.file is re-read.",
+            minimum=10,
+            maximum=60_000,
+        ),
         *TRANSFORM_CONFIGS,
         *SECURITY_CONFIGS,
         *USAGE_CONFIGS,

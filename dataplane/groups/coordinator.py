@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dataplane import clock
 from dataplane.cluster.image import Delta
 from dataplane.coordinator_log import CoordinatorLog
 from dataplane.groups.group import ClassicGroup, GroupState, Member
@@ -285,7 +286,7 @@ class GroupCoordinator:
         if not self.storage.owns(group_id):
             raise NotCoordinator()
         self._validate_txn_commit(group_id, *member)
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         limit = self.config.get_int("offset.metadata.max.bytes")
         errors: list[BrokerError | None] = []
         records: list[Record] = []
@@ -357,7 +358,7 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             self.membership.reschedule_heartbeat(group, member)  # a commit keeps the session
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         expire = now + retention_ms if retention_ms != -1 else -1
         limit = self.config.get_int("offset.metadata.max.bytes")
         errors: list[BrokerError | None] = []
@@ -595,7 +596,7 @@ class GroupCoordinator:
 
     def expire_offsets(self, now_ms: int | None = None) -> int:
         """Tombstone expired offsets, and Empty groups left without offsets; returns a count."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         retention = self.config.get_int("offsets.retention.minutes") * 60000
         removed = 0
         for group_id in list(self.groups):

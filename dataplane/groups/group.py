@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dataplane import clock
 from dataplane.groups.records import (
     GroupValue,
     MemberValue,
@@ -199,7 +199,7 @@ class ClassicGroup:
         self.state = state
         self.previous_state = GroupState.DEAD
         self.state_timestamp_ms = (
-            int(time.time() * 1000) if state_timestamp_ms is None else state_timestamp_ms
+            clock.now_ms() if state_timestamp_ms is None else state_timestamp_ms
         )
         self.generation_id = generation_id
         self.protocol_type = protocol_type
@@ -227,7 +227,7 @@ class ClassicGroup:
             )
         self.previous_state = self.state
         self.state = target
-        self.state_timestamp_ms = int(time.time() * 1000)
+        self.state_timestamp_ms = clock.now_ms()
 
     def subscribed_topics(self) -> frozenset[str] | None:
         """The topics the members of a "consumer" group subscribe to; None when the group

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dataplane import clock
 from dataplane.groups.group import (
     UNKNOWN_MEMBER_ID,
     ClassicGroup,
@@ -91,7 +91,7 @@ def _sync_key(group_id: str) -> tuple[str, str]:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return clock.now_ms()
 
 
 class Membership:

@@ -6,13 +6,13 @@ expression over the id. Only ids the caller may DESCRIBE are listed."""
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.list_transactions.v2 import request as req
 from kio.schema.list_transactions.v2 import response as resp
 
+from dataplane import clock
 from dataplane.authorizer import Operation, ResourceType
 from dataplane.handlers._groups import ZERO
 from dataplane.handlers.context import RequestContext
@@ -35,7 +35,7 @@ def handle(ctx: RequestContext, request: req.ListTransactionsRequest) -> Any:
         pattern = re.compile(pattern_text) if pattern_text else None
     except re.error:
         return _answer(ctx, ErrorCode.invalid_regular_expression, unknown, ())
-    now = int(time.time() * 1000)
+    now = clock.now_ms()
     listed = []
     for meta in coordinator.listed():
         if (

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dataplane import clock
 from dataplane.durable import fsync_dir, write_atomically
 from dataplane.log.segment import (
     MAX_RELATIVE_OFFSET,
@@ -492,7 +493,7 @@ class LogCleaner:
         """
         if plog.closed or time.monotonic() < plog.cleaner_backoff_until:
             return None
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         plan = plan_cleaning(plog, now, self.dedupe_buffer_size)
         if plan is None:
             return None

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from dataplane import clock
 from dataplane.config import Settings
 from dataplane.durable import write_atomically
 from dataplane.log import retention
@@ -88,7 +89,7 @@ class LogDeletion:
             return 0
         owner = self._log
         config = owner.config
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         deleted = 0
         if "delete" in config.get_list("cleanup.policy"):
             retention_ms = config.get_int("retention.ms")

@@ -18,6 +18,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from dataplane import clock
 from dataplane.log.cleaner import LogCleaner
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ async def housekeeping_loop(logs: LogManager, config: BrokerConfig) -> None:
     next_hw = time.monotonic() + HW_CHECKPOINT_INTERVAL_S
     while True:
         await asyncio.sleep(tick)
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         try:
             logs.roll_idle_segments(now_ms)
             logs.reap()

@@ -36,10 +36,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dataplane import clock
 from dataplane.durable import fsync_dir
 from dataplane.log.leader_epochs import CHECKPOINT_FILE as EPOCH_CHECKPOINT_FILE
 from dataplane.log.leader_epochs import LeaderEpochCache
@@ -264,7 +264,7 @@ def load_producer_state(
     if start is None:
         start = segments[0].base_offset
     aborted = _replay_producers(segments, producers, start, high_watermark)
-    producers.touch_all(int(time.time() * 1000))
+    producers.touch_all(clock.now_ms())
     return Replay(start, aborted)
 
 

@@ -39,11 +39,11 @@ import functools
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dataplane import clock
 from dataplane.config import Settings, ViewSettings
 from dataplane.durable import write_atomically
 from dataplane.log.deletion import ConfigView, LogDeletion, RemoteTier
@@ -284,7 +284,7 @@ class PartitionLog:
                 )
             newest = max(newest, header.max_timestamp)
             count += header.last_offset_delta + 1
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         log_append_time = -1
         if config.get_str("message.timestamp.type") == "LogAppendTime":
             log_append_time = newest = now_ms
@@ -385,7 +385,7 @@ class PartitionLog:
         config = self._settings()
         segment_bytes = config.get_int("segment.bytes")
         segment_ms = config.get_int("segment.ms")
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         start = 0
         while start < len(headers):
             end = start + 1
@@ -441,7 +441,7 @@ class PartitionLog:
         if local.closed:
             raise UnknownTopicOrPartition(f"{self.name} was deleted or is shutting down")
         self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         batch = encode_marker(
             producer_id, producer_epoch, control, coordinator_epoch, timestamp_ms=now_ms
         )
@@ -505,7 +505,7 @@ class PartitionLog:
 
     def maybe_roll_by_time(self, now_ms: int | None = None) -> bool:
         """Background segment.ms roll of an active segment whose first append is too old."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = clock.now_ms() if now_ms is None else now_ms
         if self._local.active.idle_roll_due(now, self.config.get_int("segment.ms")):
             self.roll()
             return True
@@ -651,7 +651,7 @@ class PartitionLog:
             return False
         self._write_snapshot(offset, snapshot)
         self.producers = table
-        self.producers.touch_all(int(time.time() * 1000))
+        self.producers.touch_all(clock.now_ms())
         return True
 
     def _cut_derived_state(self, offset: int) -> None:

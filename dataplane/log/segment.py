@@ -30,7 +30,6 @@ import logging
 import os
 import struct
 import threading
-import time
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import crc32c
 
+from dataplane import clock
 from dataplane.durable import write_all, write_atomically
 from wire.record_batch import (
     CRC_START,
@@ -118,7 +118,7 @@ class Segment:
         self.max_timestamp = -1
         self.max_timestamp_offset = -1
         self.first_batch_timestamp = -1
-        self.created_ms = int(time.time() * 1000)
+        self.created_ms = clock.now_ms()
         self.first_append_ms: int | None = None
         self._rel: array[int] = array("I")
         self._pos: array[int] = array("I")
@@ -177,7 +177,7 @@ class Segment:
             self._index(header, position + header.position)
         self.size = position + size
         if self.first_append_ms is None:
-            self.first_append_ms = int(time.time() * 1000)
+            self.first_append_ms = clock.now_ms()
         return position
 
     def append_aborted(self, entry: AbortedTxn) -> None:

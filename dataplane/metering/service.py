@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dataplane import clock as wall_clock
 from dataplane.cluster.topics import NewTopic
 from dataplane.metering.meter import Meter
 from dataplane.metering.spool import Spool
@@ -63,7 +63,7 @@ class UsageMetering:
         *,
         new_producer: Callable[[], OutputProducer],
         data_dir: Path,
-        clock: Clock = time.time,
+        clock: Clock = wall_clock.now,
     ) -> None:
         self.enabled = config.get_bool("usage.metering.enable")
         self.meter = Meter(self.enabled)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dataplane import clock
 from dataplane.cluster import records as r
 from dataplane.log.segment import segment_name
 from dataplane.log.transactions import collect_aborted
@@ -269,7 +270,7 @@ class RemoteLogManager:
         if not finished:
             return
         plog = part.plog
-        now_ms = int(time.time() * 1000)
+        now_ms = clock.now_ms()
         retention_ms = plog.config.get_int("retention.ms")
         retention_bytes = plog.config.get_int("retention.bytes")
         # the log's size: what is remote, plus local segments holding offsets that are not
@@ -317,7 +318,7 @@ class RemoteLogManager:
             leader_epoch=state.leader_epoch,
             epochs=_epochs_of(plog, segment),
             broker_id=self.image.node_id,
-            created_ms=int(time.time() * 1000),
+            created_ms=clock.now_ms(),
             state=COPY_STARTED,
         )
         index = segment.index_bytes()
@@ -529,8 +530,8 @@ without one (a snapshot pruned earlier never comes)."""
 
 def _rolled_long_ago(plog: PartitionLog, segment: Segment) -> bool:
     later = [s for s in plog.segments if s.base_offset > segment.base_offset]
-    rolled_ms = later[0].created_ms if later else int(time.time() * 1000)
-    return int(time.time() * 1000) - rolled_ms > SNAPSHOT_WAIT_MS
+    rolled_ms = later[0].created_ms if later else clock.now_ms()
+    return clock.now_ms() - rolled_ms > SNAPSHOT_WAIT_MS
 
 
 def _epochs_of(plog: PartitionLog, segment: Segment) -> tuple[tuple[int, int], ...]:

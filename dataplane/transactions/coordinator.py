@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from dataplane import clock
 from dataplane.cluster.image import Delta
 from dataplane.coordinator_log import CoordinatorLog, CoordinatorTopic
 from dataplane.groups.storage import OFFSETS_TOPIC
@@ -69,7 +69,7 @@ TRANSACTIONS = CoordinatorTopic(
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return clock.now_ms()
 
 
 class TransactionCoordinator:
@@ -319,10 +319,12 @@ class TransactionCoordinator:
         if state is wanted_prepare:
             raise ConcurrentTransactions()
         if state is not TxnState.ONGOING:
-            raise InvalidTxnState(
+            why = (
                 f"cannot {'commit' if commit else 'abort'} {transactional_id!r} in state "
-                f"{state.label}"
+                f"{state.label} (producer {producer_id}, epoch {epoch})"
             )
+            log.info("EndTxn refused: %s", why)
+            raise InvalidTxnState(why)
         if commit:
             await self._prepare(meta, TxnState.PREPARE_COMMIT, meta.producer_epoch)
         else:

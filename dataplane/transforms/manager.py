@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from dataplane import clock
 from dataplane.cluster import records as r
 from dataplane.cluster.image import Delta, MetadataImage
 from dataplane.cluster.member import ClusterMember
@@ -222,7 +223,7 @@ class TransformManager:
             )
         if self._logs_producer is None:
             self._logs_producer = self.new_producer()
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         records = [
             Record(
                 i,

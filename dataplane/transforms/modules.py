@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
-import time
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -24,6 +23,7 @@ from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
+from dataplane import clock
 from dataplane.cluster.image import MetadataImage
 from dataplane.cluster.member import ClusterMember
 from dataplane.cluster.topics import NewTopic
@@ -88,7 +88,7 @@ class ModuleStore:
         """Write ``module`` to the topic (acknowledged by its ISR); its hash."""
         digest = module_hash(module)
         await self.ensure_topic()
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         await producer.send_records(MODULES_TOPIC, 0, [Record(0, now, digest.encode(), module)])
         self._keep(digest, module)
         return digest

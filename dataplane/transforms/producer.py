@@ -23,6 +23,7 @@ from kio.schema.produce.v9 import request as produce_req
 from kio.schema.types import TopicName
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
+from dataplane import clock
 from dataplane.cluster.image import MetadataImage
 from dataplane.cluster.producer_ids import ProducerIdManager
 from wire.client import Channels
@@ -74,7 +75,7 @@ class OutputProducer:
     async def send_section(self, topic: str, partition: int, records: bytes, count: int) -> None:
         """Write an encoded records section of ``count`` records (a transform's output for
         one topic) to ``topic``-``partition``; returns once its ISR has it."""
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         await self._produce(
             (topic, partition),
             count,
@@ -83,7 +84,7 @@ class OutputProducer:
 
     async def send_records(self, topic: str, partition: int, records: Sequence[Record]) -> None:
         """Write ``records`` (offsets relative to 0) to ``topic``-``partition``."""
-        now = int(time.time() * 1000)
+        now = clock.now_ms()
         await self._produce(
             (topic, partition),
             len(records),

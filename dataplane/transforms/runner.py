@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from dataplane import clock
 from dataplane.cluster import records as r
 from dataplane.cluster.image import MetadataImage
 from dataplane.replication.partition import Partition
@@ -66,7 +67,7 @@ class RunnerStatus:
     outputs: int = 0
     fuel_used: int = 0
     retries: int = 0
-    since: float = field(default_factory=time.time)
+    since: float = field(default_factory=clock.now)
 
 
 class Instance(Protocol):
@@ -143,7 +144,7 @@ class Runner:
     def _set(self, state: RunnerState, error: str = "") -> None:
         self.status.state = state
         self.status.error = error
-        self.status.since = time.time()
+        self.status.since = clock.now()
 
     async def _run(self) -> None:
         name, p = self.key
