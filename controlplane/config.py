@@ -53,6 +53,14 @@ class Settings:
     """Most revisions of one configuration (``configurations.py``)."""
     broker_host: str = "127.0.0.1"
     """Address brokers listen on and advertise."""
+    broker_hosts: str = ""
+    """Addresses of hosts of their own for brokers, comma-separated: broker N (ids count from
+    0) listens on and advertises the (N mod count)-th, counted from 0 (network namespaces,
+    say); empty: ``broker.host``."""
+    broker_exec_prefix: str = ""
+    """A command each broker runs under, split as a shell would (no shell runs it), with
+    ``{broker_id}`` and ``{host}`` replaced: ``ip netns exec ns{broker_id}`` runs broker N in
+    that network namespace, ``taskset -c {broker_id}`` pins it; empty: none."""
     broker_ready_timeout_ms: int = 30_000
     """How long a starting broker may take to answer ApiVersions before the start fails."""
     broker_stop_timeout_ms: int = 15_000
@@ -168,6 +176,11 @@ class Settings:
     """How long a checked basic-auth login to a secured cluster's registry is trusted."""
     schema_registry_protoc_timeout_ms: int = 10_000
     """Time protoc gets to compile one Protobuf schema."""
+
+    def host_for(self, broker_id: int) -> str:
+        """The address broker ``broker_id`` listens on and advertises."""
+        hosts = [h.strip() for h in self.broker_hosts.split(",") if h.strip()]
+        return hosts[broker_id % len(hosts)] if hosts else self.broker_host
 
     @classmethod
     def keys(cls) -> list[str]:

@@ -68,14 +68,15 @@ class ClusterFrontend:
         cluster_dir = self.manager.cluster_dir(cluster)
         log_dir = self.manager.cluster_log_dir(cluster)
         for broker_id in ids:
-            port = free_port(self.settings.broker_host, used)
+            host = self.settings.host_for(broker_id)
+            port = free_port(host, used)
             used.add(port)
-            raft_port = free_port(self.settings.broker_host, used)
+            raft_port = free_port(host, used)
             used.add(raft_port)
             record = BrokerRecord(
                 cluster=cluster.name,
                 broker_id=broker_id,
-                host=self.settings.broker_host,
+                host=host,
                 port=port,
                 data_dir=str(cluster_dir / f"broker-{broker_id}"),
                 log_path=str(log_dir / f"broker-{broker_id}.log"),
@@ -85,7 +86,7 @@ class ClusterFrontend:
             for column in cluster_security.missing_ports(
                 cluster.client_auth, cluster.secured, record
             ):
-                ports[column] = free_port(self.settings.broker_host, used)
+                ports[column] = free_port(host, used)
                 used.add(ports[column])
             out.append(replace(record, **ports))
         return out
@@ -361,10 +362,10 @@ class ClusterFrontend:
             "state": ClusterState.UPDATING,
         }
         secured = cluster.secured or cluster_security.needs_internal_user(modes)
-        host = self.settings.broker_host
         used = self.store.used_ports() | self.manager.reserved_ports()
         moves: dict[int, dict[str, Any]] = {}
         for record in self.store.brokers(name):
+            host = record.host
             ports: dict[str, Any] = {}
             if secured and not cluster.secured:
                 # the brokers' own port stays their PLAINTEXT client listener; --listen moves

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -29,25 +30,57 @@ log = logging.getLogger("sluice.controlplane.process")
 BROKER_MARKERS = ("dataplane.main", "sluice-broker")
 
 
-def broker_command(data_dir: str, listen: str, settings: dict[str, str]) -> list[str]:
-    """The command line of one broker: the ``sluice-broker`` script beside this Python."""
+def broker_command(
+    data_dir: str, listen: str, settings: dict[str, str], prefix: Sequence[str] = ()
+) -> list[str]:
+    """The command line of one broker: the ``sluice-broker`` script beside this Python, run
+    under ``prefix`` (``broker.exec.prefix``: a command that execs the rest, so the broker
+    keeps its pid and its command line)."""
     script = Path(sys.executable).parent / "sluice-broker"
     base = (
         [sys.executable, str(script)]
         if script.exists()
         else [sys.executable, "-m", "dataplane.main"]
     )
-    cmd = [*base, "--data-dir", data_dir, "--listen", listen]
+    cmd = [*prefix, *base, "--data-dir", data_dir, "--listen", listen]
     for key, value in settings.items():
         cmd += ["--set", f"{key}={value}"]
     return cmd
 
 
+def exec_prefix(template: str, broker_id: int, host: str) -> list[str]:
+    """``broker.exec.prefix`` for one broker: split as a shell would, ``{broker_id}`` and
+    ``{host}`` replaced in each word (no shell runs it: nothing else is interpreted)."""
+    return [
+        word.replace("{broker_id}", str(broker_id)).replace("{host}", host)
+        for word in shlex.split(template)
+    ]
+
+
+IP_FREEBIND = 15
+"""Linux socket option (``<linux/in.h>``): bind to an address this host does not have."""
+
+
+def bound_socket(host: str, port: int, *, reuse: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host:port``. An address of a host of its own (a network
+    namespace: ``broker.hosts``) binds here too, so its ports are recorded all the same;
+    only that host can tell whether one is taken, and its broker moves if it is."""
+    sock = socket.socket()
+    try:
+        if reuse:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_IP, IP_FREEBIND, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def free_port(host: str, avoid: set[int]) -> int:
     """A port the OS says is free now, not in ``avoid`` (ports recorded for other brokers)."""
     for _ in range(100):
-        with socket.socket() as sock:
-            sock.bind((host, 0))
+        with bound_socket(host, 0) as sock:
             port = int(sock.getsockname()[1])
         if port not in avoid:
             return port
@@ -55,12 +88,10 @@ def free_port(host: str, avoid: set[int]) -> int:
 
 
 def port_free(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
+    try:
+        bound_socket(host, port, reuse=True).close()
+    except OSError:
+        return False
     return True
 
 

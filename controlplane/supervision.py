@@ -24,6 +24,7 @@ from controlplane import cluster_security, endpoints, kafka, store
 from controlplane.process import (
     BrokerProcess,
     broker_command,
+    exec_prefix,
     free_port,
     log_tail,
     port_free,
@@ -207,7 +208,10 @@ class Supervision(ReconcilerBase):
         if rt.failures:  # a private endpoint's port taken meanwhile moves too
             endpoints.move_taken_ports(self.store, record, self.manager.reserved_ports())
         command = broker_command(
-            record.data_dir, record.address, self._settings_for(cluster, record)
+            record.data_dir,
+            record.address,
+            self._settings_for(cluster, record),
+            exec_prefix(self.settings.broker_exec_prefix, record.broker_id, record.host),
         )
         rt.proc = BrokerProcess.spawn(
             command, record.data_dir, record.log_path, self._broker_environment(cluster)
