@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -27,6 +28,8 @@ from wire.errors import InvalidConfig
 
 log = logging.getLogger("sluice.broker")
 MALLOC_THRESHOLD = 256 * 1024 * 1024
+HALT_EXIT_CODE = 70
+"""Exit status of a broker that halts on a fatal storage failure (EX_SOFTWARE)."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -82,7 +85,20 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             loop.add_signal_handler(sig, stop.set)
     if ready is not None:
         ready.set()
-    await stop.wait()
+    fatal = broker.cluster.fatal
+    await asyncio.wait(
+        [loop.create_task(stop.wait()), loop.create_task(fatal.wait())],
+        return_when=asyncio.FIRST_COMPLETED,
+    )
+    if fatal.is_set():
+        # as Kafka's fatal fault handler: no graceful stop on a log that cannot be written
+        log.critical(
+            "halting: the metadata log cannot be written or applied (%s); free disk space "
+            "if it is full: the supervisor's restart recovers this broker from what is on disk",
+            broker.cluster.failure,
+        )
+        logging.shutdown()
+        os._exit(HALT_EXIT_CODE)
     log.info("stopping")
     if bootstrap is not None:
         bootstrap.cancel()

@@ -138,6 +138,10 @@ class ClusterMember:
         self.channels = Channels(f"sluice-broker-{self.node_id}", self.credentials)
         self._tasks: list[asyncio.Task[None]] = []
         self._registered = asyncio.Event()
+        self.fatal = asyncio.Event()
+        """Set when this broker can no longer take part in the cluster (its metadata log
+        cannot be written or applied): the process halts (``dataplane.main``)."""
+        self.failure: Exception | None = None
         self.advertised: Address = config.advertised
         self.endpoints: dict[str, list[Any]] = {}
         """Every Kafka listener's advertised [host, port] by name, registered with this
@@ -162,12 +166,17 @@ class ClusterMember:
             self.image,
             transport,
             on_state_change=self._on_raft_change,
+            on_failure=self._on_raft_failure,
         )
         if self.is_voter:
             self.controller = QuorumController(self.image, self.raft, self.config)
         self.image.listeners.append(self._on_metadata)
         await self.raft.start()
         self._tasks.append(asyncio.get_running_loop().create_task(self._lifecycle()))
+
+    def _on_raft_failure(self, exc: Exception) -> None:
+        self.failure = exc
+        self.fatal.set()
 
     async def wait_registered(self, timeout: float | None = None) -> None:
         """Until this broker is registered and its image holds its own registration."""

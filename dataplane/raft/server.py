@@ -94,9 +94,14 @@ class RaftServer:
         rng: random.Random | None = None,
         learners: Collection[int] | Mapping[int, Address] = (),
         on_state_change: Callable[[], None] | None = None,
+        on_failure: Callable[[Exception], None] | None = None,
     ) -> None:
         """``learners``: ids, or ``{id: (host, port)}`` to also tell the transport where
-        they listen (as ``set_learners`` does). ``on_state_change``: see the module doc."""
+        they listen (as ``set_learners`` does). ``on_state_change``: see the module doc.
+        ``on_failure``: called once the node has stopped because its log could not be
+        written (a full or failed disk) or an entry could not be applied: a broker halts
+        then, as Kafka's fatal fault handler does."""
+        self.on_failure = on_failure
         self.node_id = node_id
         self.voters = sorted(voters)
         self.learners: frozenset[int] = frozenset(learners) - set(self.voters)
@@ -285,6 +290,21 @@ class RaftServer:
         return now
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an entry the state machine cannot apply: a bug
+            log.exception("raft: node %d stops", self.node_id)
+            self._stop_on(exc)
+
+    def _stop_on(self, exc: Exception) -> None:
+        self._closed = exc
+        self._fail_pending(RaftClosed(f"raft stopped: {exc}"))
+        if self.on_failure is not None:
+            self.on_failure(exc)
+
+    async def _loop(self) -> None:
         node = self.node
         storage = self._storage
         assert storage is not None
@@ -307,8 +327,7 @@ class RaftServer:
                         await loop.run_in_executor(self._executor, persist)
                     except OSError as exc:
                         log.exception("raft: storage failed, node %d stops", self.node_id)
-                        self._closed = exc
-                        self._fail_pending(RaftClosed(f"storage failed: {exc}"))
+                        self._stop_on(exc)
                         return
                     self.fsync_rounds += 1
                 for m in rd.messages:

@@ -90,3 +90,32 @@ def test_full_disk_refuses_writes_and_keeps_what_was_acknowledged(tmp_path: Path
         assert "truncat" not in broker.logs().lower(), "the segment ended at a whole batch"
     finally:
         broker.stop()
+
+
+def test_a_metadata_log_that_cannot_be_written_halts_the_broker(tmp_path: Path) -> None:
+    """Found by the soak (tests/chaos): a broker whose Raft log write failed on a full disk
+    stopped its Raft node but lived on, fenced and useless, so its supervisor never
+    restarted it and the cluster ran a replica short until something else killed it. It
+    now halts, as Kafka's fatal fault handler does (exit 70), and a restart with space
+    recovers it with its topics."""
+    broker = BrokerProcess(tmp_path / "data", file_size_limit=150_000).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topic = unique("small")
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        # a few thousand partition records: more metadata log than the disk takes
+        big = unique("big")
+        # (its answer may or may not leave before the halt: not checked)
+        admin.create_topics([NewTopic(big, 3000, 1)], request_timeout=30)
+        assert broker.proc is not None
+        code = broker.proc.wait(60)
+        assert code == 70, broker.logs()
+        assert "halting: the metadata log cannot be written or applied" in broker.logs()
+    finally:
+        broker.stop()
+    restarted = BrokerProcess(tmp_path / "data", port=broker.port).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": restarted.bootstrap})
+        assert topic in admin.list_topics(timeout=30).topics
+    finally:
+        restarted.stop()
