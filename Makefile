@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps connect-deps streams-deps spark-kafka minio kafka bench clean
+.PHONY: fuzz venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps connect-deps streams-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -115,6 +115,14 @@ test-minio: venv minio
 # The oracle's side of the fault tests (Apache Kafka under leader kills: minutes each).
 test-long: venv system-deps java-deps streams-deps
 	@$(PY) -m pytest -m long $(PYTEST_ARGS)
+
+# Coverage-guided fuzzing of every parser (tests/fuzz/README.md): FUZZ_SECONDS per target,
+# one after another; the table goes to bench/RESULTS.md. Not part of `make test` (its
+# regression inputs are: tests/fuzz/test_regressions.py).
+FUZZ_SECONDS ?= 600
+fuzz: venv
+	@$(PY) -c 'import atheris' 2>/dev/null || { echo "installing the fuzz extra (atheris) into $(VENV)"; set -o pipefail; $(PIP) install --quiet -e '.[test,dev,fuzz]' 2>&1 | $(HIDE_EDITABLE_BOX); }
+	@$(PY) -m tests.fuzz.run --seconds $(FUZZ_SECONDS) --record
 
 unit: venv
 	@$(PY) -m pytest tests/dataplane $(PYTEST_ARGS)

@@ -28,10 +28,17 @@ from typing import Any
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
 from kio.static.constants import EntityType
 
 from wire import internal
+from wire.errors import InvalidRequest
+from wire.request_bounds import check_counts
 
+MALFORMED: tuple[type[Exception], ...] = (SerialError, KeyError, ValueError)
+"""What kio's readers raise on malformed bytes: its DecodeErrors (a short buffer, a null
+where none may be, bad UTF-8, a negative length), KeyError for a tagged field it does not
+know, ValueError for a value outside an enum (an error code)."""
 FRAME_PREFIX = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")
 CORRELATION = struct.Struct(">i")
@@ -96,14 +103,22 @@ def _request_codec(api_key: int, api_version: int) -> tuple[Any, Any, type]:
 def decode_request(
     frame: bytes | bytearray | memoryview, api_key: int, api_version: int
 ) -> tuple[Any, Any]:
-    """(request header, request body). Raises on malformed input (any exception type).
+    """(request header, request body). Raises InvalidRequest on malformed input.
 
     Bytes after the body are ignored, as Apache Kafka ignores them: librdkafka 2.x sends
-    three extra bytes after a Metadata v13 request for all topics.
+    three extra bytes after a Metadata v13 request for all topics. Array counts are
+    checked against the bytes that follow before kio reads the body (``request_bounds``:
+    kio would reserve memory for any count, and an impossible one aborts the process).
     """
-    header_reader, body_reader, _ = _request_codec(api_key, api_version)
-    header, used = header_reader(frame, 0)
-    body, _ = body_reader(frame, used)
+    header_reader, body_reader, request_type = _request_codec(api_key, api_version)
+    try:
+        header, used = header_reader(frame, 0)
+        check_counts(frame, used, request_type)
+        body, _ = body_reader(frame, used)
+    except MALFORMED as exc:
+        raise InvalidRequest(
+            f"malformed API {api_key} v{api_version} request: {type(exc).__name__}: {exc}"
+        ) from exc
     return header, body
 
 

@@ -20,6 +20,7 @@ from dataplane.cluster import records as r
 from dataplane.metadata import TopicInfo
 from tiered.remote_segment import COPY_FINISHED, RemoteSegment
 from wire.errors import (
+    CorruptRecord,
     UnknownTopicOrPartition,
 )
 
@@ -166,9 +167,15 @@ class MetadataImage:
     # ------------------------------------------------------------------ state machine
 
     def apply(self, index: int, payload: bytes) -> None:
+        """Apply metadata log entry ``index``; CorruptRecord when it does not decode or a
+        record's values cannot be applied (a field of the wrong type, an id that is not a
+        UUID): the entry's CRC was valid, so a broker bug wrote it."""
         delta = Delta()
         for record in r.decode(payload):
-            self._apply(index, record, delta)
+            try:
+                self._apply(index, record, delta)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise CorruptRecord(f"metadata log entry {index}: {record}: {exc!r}") from exc
         self.applied_index = index
         self._notify(delta)
 
@@ -384,6 +391,14 @@ class MetadataImage:
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     def restore(self, data: bytes) -> None:
+        """Replace the image by a snapshot's; CorruptRecord when it does not parse (its CRC
+        was valid, so a broker bug wrote it)."""
+        try:
+            self._restore(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise CorruptRecord(f"unreadable metadata snapshot: {exc!r}") from exc
+
+    def _restore(self, data: bytes) -> None:
         doc = json.loads(data)
         self.brokers = {int(b["broker_id"]): BrokerInfo(**b) for b in doc["brokers"]}
         self.topics = {}

@@ -57,6 +57,8 @@ class LeaderEpochCache:
             text = path.read_text()
         except OSError:
             return None
+        except UnicodeDecodeError:  # not text at all: as malformed as it gets
+            text = ""
         entries = parse_checkpoint(text)
         if entries is None:
             log.warning("%s is malformed; it will be rebuilt from the log", path)

@@ -60,6 +60,8 @@ LOOKUP_CHUNK = 1 << 16
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 MAX_RELATIVE_OFFSET = 2**31 - 1
 """A segment rolls before an offset would lie further than this from its base."""
+MAX_OFFSET = 2**63 - 1
+"""Offsets are signed 64-bit (Kafka's long): no base offset, nor next offset, above it."""
 TXN_INDEX_SUFFIX = ".txnindex"
 
 
@@ -90,7 +92,9 @@ def parse_base(name: str, suffix: str) -> int | None:
     if not name.endswith(suffix):
         return None
     stem = name[: -len(suffix)]
-    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+    if len(stem) != 20 or not stem.isdigit() or int(stem) > MAX_OFFSET:
+        return None
+    return int(stem)
 
 
 class Segment:
@@ -350,6 +354,7 @@ class Segment:
                 or header.record_count < 0
                 or header.base_offset < self.next_offset
                 or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+                or header.last_offset >= MAX_OFFSET
             ):
                 break
             if rel + header.size > len(buf):

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from dataplane.log.producer_state import ProducerStateTable
 from dataplane.log.segment import Segment
-from wire.errors import CorruptRecord
+from wire.errors import CorruptRecord, UnsupportedCompression
 from wire.record_batch import CONTROL_BIT, BatchHeader
 from wire.transactions import (
     TXN_INDEX_ENTRY_SIZE,
@@ -104,7 +104,7 @@ def read_marker(
     ``batch``); None, logged, when it does not decode (its CRC was valid: a broker bug)."""
     try:
         return decode_marker(batch, header)
-    except CorruptRecord as exc:
+    except (CorruptRecord, UnsupportedCompression) as exc:
         log.error("%s: control batch at offset %d ignored: %s", where, header.base_offset, exc)
         return None
 

@@ -149,6 +149,11 @@ class RemoteReader:
                     taken += length
                 at += length
             if at == 0:
+                if len(chunk) < HEADER_SIZE:
+                    raise _Damaged(
+                        f"the object ends {len(chunk)} bytes after byte {position}, inside a "
+                        "batch header"
+                    )
                 # one batch larger than the window: widen the window to it
                 head = self._get(key, size, position, min(size, position + HEADER_SIZE))
                 window = max(window, parse_header(head, 0).size)
