@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: fuzz venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps connect-deps streams-deps spark-kafka minio kafka bench clean
+.PHONY: soak fuzz venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps connect-deps streams-deps spark-kafka minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -123,6 +123,19 @@ FUZZ_SECONDS ?= 600
 fuzz: venv
 	@$(PY) -c 'import atheris' 2>/dev/null || { echo "installing the fuzz extra (atheris) into $(VENV)"; set -o pipefail; $(PIP) install --quiet -e '.[test,dev,fuzz]' 2>&1 | $(HIDE_EDITABLE_BOX); }
 	@$(PY) -m tests.fuzz.run --seconds $(FUZZ_SECONDS) --record
+
+# The fault-injection soak (tests/chaos/README.md), as root: each of SEEDS runs MINUTES of
+# faults on a 3-broker cluster whose brokers live in network namespaces of their own, then the
+# Raft simulation runs RAFT_SEEDS seeds of each variant; both tables go to bench/RESULTS.md.
+SEEDS ?= 1
+MINUTES ?= 30
+RAFT_SEEDS ?= 10000
+soak: venv
+	@tools/ensure-soak-deps.sh
+	@status=0; \
+	$(PY) -m tests.chaos.soak $(foreach s,$(SEEDS),--seed $(s)) --minutes $(MINUTES) --record || status=1; \
+	$(PY) -m tests.chaos.raft_soak --seeds $(RAFT_SEEDS) --record || status=1; \
+	exit $$status
 
 unit: venv
 	@$(PY) -m pytest tests/dataplane $(PYTEST_ARGS)

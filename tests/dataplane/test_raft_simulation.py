@@ -25,7 +25,9 @@ never record a vote; state-machine safety covers what they apply; after healing 
 learner back in the set) every learner has applied everything committed.
 
 A failure prints ``SEED=<n>`` and the command that re-runs only that seed (``RAFT_SEED``).
-``RAFT_SEEDS`` and ``RAFT_STEPS`` change how many seeds and events per seed run.
+``RAFT_SEEDS`` and ``RAFT_STEPS`` change how many seeds and events per seed run. The soak
+(tests/chaos/raft_soak.py) runs 10,000 seeds of each variant; ``REGRESSIONS`` names seeds
+that always run, among them every seed the soak found failing.
 """
 
 from __future__ import annotations
@@ -620,6 +622,34 @@ def test_simulation(
             names += ["learner_changes", "learner_applied"]
         for name in names:
             assert getattr(total, name) > 0, name
+
+
+REGRESSIONS: list[tuple[str, int, int, int, int]] = [  # name, voters, learners, seed, steps
+    ("3v-hardest-of-2000", 3, 0, 1558, 5000),
+    ("5v-hardest-of-2000", 5, 0, 1237, 5000),
+    ("3v2l-hardest-of-2000", 3, 2, 1792, 5000),
+    ("1v2l-hardest-of-2000", 1, 2, 393, 5000),
+]
+
+
+@pytest.mark.parametrize(
+    ("voters", "learners", "seed", "steps"),
+    [r[1:] for r in REGRESSIONS],
+    ids=[r[0] for r in REGRESSIONS],
+)
+def test_regression_seed(voters: int, learners: int, seed: int, steps: int) -> None:
+    """Named seeds, run always whatever ``RAFT_SEEDS`` / ``RAFT_SEED`` say.
+
+    The soak (``python -m tests.chaos.raft_soak --seeds 10000``, in ``make soak``) runs far
+    more seeds than the suite. A seed that fails there is added to ``REGRESSIONS`` once its
+    bug is fixed, named after what broke (``"3v-stale-leader-commits-after-snapshot"``), with
+    the voters, learners and steps it failed with. Until one fails, each variant keeps the
+    seed with the most crashes + partitions of the soak's last recorded run (bench/RESULTS.md,
+    "Raft simulation": 2,000 seeds per variant, none failed).
+    """
+    stats = run_seed(seed, voters, steps, learners=learners)
+    assert stats.elections > 0
+    assert stats.crashes + stats.partitions > 0
 
 
 def test_failure_names_the_seed(monkeypatch: pytest.MonkeyPatch) -> None:
