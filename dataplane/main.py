@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import uvloop
 
@@ -68,7 +69,14 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     users = read_users(users_file) if users_file else []
     broker = Broker(config)
     server = KafkaServer(broker)  # checks the listeners and loads TLS files before joining
-    await broker.start()
+    loop = asyncio.get_running_loop()
+    fatal = loop.create_task(broker.cluster.fatal.wait())
+    starting = loop.create_task(broker.start())
+    # a metadata log that fails while the broker joins halts it as it would later
+    await asyncio.wait([starting, fatal], return_when=asyncio.FIRST_COMPLETED)
+    if fatal.done():
+        halt(broker)
+    await starting
     await server.start()
     bootstrap = asyncio.ensure_future(bootstrap_users(broker.cluster, users)) if users else None
     log.info(
@@ -79,32 +87,32 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         config.data_dir,
     )
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     if ready is not None:
         ready.set()
-    fatal = broker.cluster.fatal
-    await asyncio.wait(
-        [loop.create_task(stop.wait()), loop.create_task(fatal.wait())],
-        return_when=asyncio.FIRST_COMPLETED,
-    )
-    if fatal.is_set():
-        # as Kafka's fatal fault handler: no graceful stop on a log that cannot be written
-        log.critical(
-            "halting: the metadata log cannot be written or applied (%s); free disk space "
-            "if it is full: the supervisor's restart recovers this broker from what is on disk",
-            broker.cluster.failure,
-        )
-        logging.shutdown()
-        os._exit(HALT_EXIT_CODE)
+    await asyncio.wait([loop.create_task(stop.wait()), fatal], return_when=asyncio.FIRST_COMPLETED)
+    if fatal.done():
+        halt(broker)
     log.info("stopping")
     if bootstrap is not None:
         bootstrap.cancel()
     await server.stop()
     await broker.stop()
     log.info("stopped cleanly")
+
+
+def halt(broker: Broker) -> NoReturn:
+    """As Kafka's fatal fault handler: no graceful stop on a metadata log that cannot be
+    written; the supervisor restarts the process, and recovery reads what is on disk."""
+    log.critical(
+        "halting: the metadata log cannot be written or applied (%s); free disk space if it "
+        "is full: the supervisor's restart recovers this broker from what is on disk",
+        broker.cluster.failure,
+    )
+    logging.shutdown()
+    os._exit(HALT_EXIT_CODE)
 
 
 def keep_large_buffers_in_heap() -> None:

@@ -119,3 +119,26 @@ def test_a_metadata_log_that_cannot_be_written_halts_the_broker(tmp_path: Path) 
         assert topic in admin.list_topics(timeout=30).topics
     finally:
         restarted.stop()
+
+
+def test_a_metadata_log_that_fails_while_the_broker_joins_halts_it_at_once(
+    tmp_path: Path,
+) -> None:
+    """Found by the soak: a broker whose Raft log write failed during start-up (a disk
+    still full from before its restart) sat unregistered until its start-up timeout, its
+    supervisor none the wiser; it halts at once now, as it does once running."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        big = unique("big")
+        admin.create_topics([NewTopic(big, 3000, 1)])[big].result(60)
+    finally:
+        broker.stop()
+    assert sum(f.stat().st_size for f in data.glob("__cluster_metadata-0/*")) > 150_000
+    limited = BrokerProcess(data, port=broker.port, file_size_limit=150_000).spawn()
+    assert limited.proc is not None
+    try:
+        assert limited.proc.wait(20) == 70, limited.logs()
+    finally:
+        limited.stop()
