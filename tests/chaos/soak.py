@@ -174,6 +174,7 @@ class Soak:
         bootstrap = json.loads(self.cloudctl("describe-cluster", CLUSTER, "-o", "json"))[
             "bootstrap_brokers"
         ]
+        self.bootstrap = bootstrap
         self.create_topics(bootstrap)
         history = HistoryWriter(run_dir / "history.jsonl")
         t0 = time.monotonic()
@@ -309,8 +310,27 @@ class Soak:
                 if key in partitions and e["t"] >= healed and key not in first:
                     first[key] = e["t"] - healed
         if set(first) != partitions:
+            self.describe_stuck(sorted(partitions - set(first)))
             return window
         return max(first[k] for k in partitions)
+
+    def describe_stuck(self, stuck: list[tuple[str, int]]) -> None:
+        """Log the leader and ISR of partitions that acked nothing in a quiet window."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        try:
+            topics = admin.list_topics(timeout=10).topics
+        except KafkaException as exc:
+            log(f"no ack in the quiet window from {stuck}; metadata failed: {exc}")
+            return
+        states = []
+        for topic, partition in stuck:
+            meta = topics.get(topic)
+            p = meta.partitions.get(partition) if meta is not None else None
+            states.append(
+                f"{topic}-{partition}: "
+                + (f"leader {p.leader} isr {p.isrs} error {p.error}" if p else "no metadata")
+            )
+        log("no ack in the quiet window: " + "; ".join(states))
 
     def final_read(self, bootstrap: str, history: HistoryWriter, t0: float) -> None:
         log("waiting for the transactions left open to end (their timeout aborts them)")
