@@ -564,6 +564,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             for key in ObjectStoreSettings.keys()  # noqa: SIM118 - a classmethod
         ],
         ConfigDef(
+            "log.dir.full.backoff.ms",
+            I,
+            1000,
+            "After a write fails on a full disk, how long every write to that data "
+            "directory is refused at once (KAFKA_STORAGE_ERROR): the requests in flight "
+            "behind the refused one fail alike instead of arriving out of sequence, as "
+            "Kafka's failed log directory goes offline. 0: only the failed write.",
+            minimum=0,
+            maximum=60_000,
+        ),
+        ConfigDef(
             "clock.offset.file",
             S,
             "",

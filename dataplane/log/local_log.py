@@ -20,6 +20,7 @@ import bisect
 import errno
 import logging
 import struct
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +36,15 @@ _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 SEAL_WORKERS = 2
 
 
+_FULL_UNTIL: dict[Path, float] = {}
+"""Data directory -> until when (``time.monotonic``) every write to it is refused, after a
+write failed on its full disk (``log.dir.full.backoff.ms``)."""
+
+
 class LocalLog:
+    full_backoff_s = 1.0
+    """``log.dir.full.backoff.ms``, in seconds (the broker's: set by its LogManager)."""
+
     def __init__(self, directory: Path, name: str, segments: list[Segment]) -> None:
         self.directory = directory
         self.name = name
@@ -79,6 +88,7 @@ class LocalLog:
             self.segments[-1].append_pieces(pieces, size, headers)
         except OSError as exc:
             if exc.errno in _DISK_FULL:
+                _FULL_UNTIL[self.directory.parent] = time.monotonic() + self.full_backoff_s
                 log.error(
                     "%s: the disk of %s is full (%s): writes to it fail until space is freed",
                     self.name,
@@ -90,6 +100,20 @@ class LocalLog:
                     "nothing of this write was kept; free disk space and retry"
                 ) from exc
             raise
+
+    def full_error(self) -> LogDirFull | None:
+        """While the data directory is refusing writes after one failed on its full disk:
+        the error every write gets (as Kafka takes a failed log directory offline, so that
+        the requests in flight behind a refused one fail alike instead of arriving out of
+        sequence); None otherwise."""
+        until = _FULL_UNTIL.get(self.directory.parent)
+        if until is None or time.monotonic() >= until:
+            return None
+        return LogDirFull(
+            f"{self.name}: the disk of {self.directory.parent} was full "
+            f"{(time.monotonic() - until + self.full_backoff_s) * 1000:.0f} ms ago; writes "
+            "are refused for log.dir.full.backoff.ms after that; free disk space and retry"
+        )
 
     def roll_due(
         self,

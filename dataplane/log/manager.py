@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dataplane.config import TOPIC_CONFIGS, BrokerConfig, TopicSettings
+from dataplane.log.local_log import LocalLog
 from dataplane.log.partition_log import PartitionLog, RemoteTier
 from dataplane.metadata import TopicInfo
 from wire.errors import UnknownTopicOrPartition
@@ -47,6 +48,7 @@ class LogManager:
         self._config_cache: dict[str, tuple[TopicInfo | None, TopicSettings]] = {}
         self.tier_factory: Callable[[str, int], RemoteTier] | None = None
         """Makes each partition's remote tier, when the broker has tiered storage."""
+        LocalLog.full_backoff_s = config.get_int("log.dir.full.backoff.ms") / 1000
 
     # ------------------------------------------------------------------ configs
 

@@ -67,6 +67,7 @@ from dataplane.log.transactions import (
 )
 from wire.compression import LEVEL_KEYS, TARGET_CODECS
 from wire.errors import (
+    BrokerError,
     CorruptRecord,
     LogCleaningInProgress,
     MessageTooLarge,
@@ -309,6 +310,8 @@ class PartitionLog:
                         f"record batch of {header.size} bytes recompressed to "
                         f"{config['compression.type']} exceeds max.message.bytes={max_message}"
                     )
+        if (retried := self._refuse_while_full(headers)) is not None:
+            return retried
         if len(headers) == 1:
             duplicate = self.producers.check(headers[0])
             if duplicate is not None:
@@ -359,6 +362,19 @@ class PartitionLog:
             log_append_time,
             self.log_start_offset,
         )
+
+    def _refuse_while_full(self, headers: list[BatchHeader]) -> AppendResult | None:
+        """While the disk refuses writes (``LocalLog.full_error``): LogDirFull, but the
+        original offsets of a retried batch that was written before."""
+        if (full := self._local.full_error()) is None:
+            return None
+        with contextlib.suppress(BrokerError):
+            duplicate = self.producers.check(headers[0]) if len(headers) == 1 else None
+            if duplicate is not None:
+                return AppendResult(
+                    duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset, True
+                )
+        raise full
 
     def append_replica(self, data: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches fetched from the leader as they are (offsets and epochs assigned).

@@ -1,0 +1,57 @@
+"""Requests in flight behind one refused by a full disk fail alike (found by the soak).
+
+An idempotent producer has up to five requests in flight per partition. When the disk
+refused the first with KAFKA_STORAGE_ERROR (not written) and then took the second (a
+smaller write fit, or space came back), the second was OUT_OF_ORDER_SEQUENCE: librdkafka
+then bumps its epoch and re-sends everything it has in flight on every partition under new
+sequence numbers, duplicating what was written but not yet acknowledged elsewhere. As
+Kafka's failed log directory goes offline, a data directory whose write just failed on a
+full disk now refuses every write for ``log.dir.full.backoff.ms``: the requests behind
+fail the same way and are retried in order. A retry of a batch written before is still
+answered with its offsets."""
+
+from __future__ import annotations
+
+import errno
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dataplane.log.local_log import LocalLog
+from dataplane.log.segment import Segment
+from tests.dataplane.test_log_partition import open_log, produce
+from wire.errors import LogDirFull
+
+PID = 7
+
+
+def test_writes_behind_a_refused_one_are_refused_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.3)
+    plog = open_log(tmp_path)
+    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
+
+    real = Segment.append_pieces
+    full = [True]
+
+    def append_pieces(self: Segment, *args: Any) -> int:
+        if full[0]:
+            full[0] = False
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args)
+
+    monkeypatch.setattr(Segment, "append_pieces", append_pieces)
+    with pytest.raises(LogDirFull):  # the disk refuses seq 1
+        produce(plog, [(None, b"b")], producer=(PID, 0, 1))
+    with pytest.raises(LogDirFull, match="log.dir.full.backoff.ms"):  # seq 2, in flight
+        produce(plog, [(None, b"c")], producer=(PID, 0, 2))
+    # a retry of the batch written before is answered as the duplicate it is
+    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
+
+    time.sleep(0.35)  # the producer retries in order once the backoff is over
+    assert produce(plog, [(None, b"b")], producer=(PID, 0, 1)) == (1, 1)
+    assert produce(plog, [(None, b"c")], producer=(PID, 0, 2)) == (2, 2)
+    plog.close()
