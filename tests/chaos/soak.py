@@ -48,6 +48,7 @@ from tests.chaos.history import (
     Isolation,
     Nemesis,
     NemesisPhase,
+    Read,
     read_history,
 )
 from tests.chaos.nemesis import BROKER_FAULTS, Fault, Target
@@ -55,6 +56,7 @@ from tests.chaos.topology import BLKIO, Topology, teardown
 from tests.chaos.workload import Clients
 from tiered.access_keys import AccessKey
 from tiered.embedded_s3 import EmbeddedS3
+from wire.record_batch import iter_headers
 
 REPO = Path(__file__).resolve().parents[2]
 CLOUDCTL = str(Path(sys.executable).parent / "cloudctl")
@@ -195,6 +197,7 @@ class Soak:
         events = read_history(run_dir / "history.jsonl")
         result = check(events)
         figures = summarize(events, recoveries, clients.errors)
+        figures["duplicate_causes"] = duplicate_causes(result, topo)
         return result, figures
 
     def create_topics(self, bootstrap: str) -> None:
@@ -427,6 +430,48 @@ def read_partition(
         consumer.close()
 
 
+def duplicate_causes(result: Result, topology: Topology) -> dict[str, int]:
+    """What wrote each duplicated value's copies, read from the batch headers on the
+    brokers' disks: the same producer id under a later epoch is a client's re-send after
+    an epoch bump (librdkafka re-sequences what it has in flight); the same epoch would be
+    a broker's failure to deduplicate; a copy in a segment gone to the remote tier is not
+    looked up."""
+    copies: list[list[tuple[str, int, int]]] = [
+        sorted(
+            {
+                (e.topic, e.partition, e.offset)
+                for e in a.events
+                if isinstance(e, Ack | Final | Read)
+            }
+        )
+        for a in result.anomalies
+        if a.kind is AnomalyKind.DUPLICATED
+    ]
+    wanted: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for places in copies:
+        for topic, partition, offset in places:
+            wanted[(topic, partition)].add(offset)
+    found: dict[tuple[str, int, int], tuple[int, int]] = {}
+    for (topic, partition), offsets in wanted.items():
+        for n in topology.ids:
+            directory = topology.disk(n) / "data" / f"{topic}-{partition}"
+            for segment in sorted(directory.glob("*.log")):
+                for h in iter_headers(segment.read_bytes()):
+                    for offset in offsets:
+                        if h.base_offset <= offset <= h.base_offset + h.last_offset_delta:
+                            found[(topic, partition, offset)] = (h.producer_id, h.producer_epoch)
+    causes: dict[str, int] = defaultdict(int)
+    for places in copies:
+        writers = [found[p] for p in places if p in found]
+        if len(writers) < len(places):
+            causes["a copy not on a broker's disk (tiered)"] += 1
+        elif len({pid for pid, _ in writers}) == 1 and writers[-1][1] > writers[0][1]:
+            causes["re-sent by the client under a new producer epoch"] += 1
+        else:
+            causes["written twice under one producer epoch"] += 1
+    return dict(causes)
+
+
 def summarize(
     events: Sequence[Event], recoveries: list[float], errors: list[str]
 ) -> dict[str, object]:
@@ -478,6 +523,8 @@ def table(seed: int, minutes: float, result: Result, figures: dict[str, object])
     by_kind = result.by_kind()
     gaps = figures["longest_unavailability_s"]
     assert isinstance(gaps, dict)
+    causes = figures["duplicate_causes"]
+    assert isinstance(causes, dict)
     lost = by_kind.get(AnomalyKind.LOST, 0)
     duplicated = by_kind.get(AnomalyKind.DUPLICATED, 0)
     rows = [
@@ -492,7 +539,9 @@ def table(seed: int, minutes: float, result: Result, figures: dict[str, object])
         f"| acked | {c.acked} |",
         f"| indeterminate (client gave up) | {c.send_errors} ({c.send_errors_in_log} in the log) |",
         f"| lost (acked, not in the log) | {lost} |",
-        f"| duplicated | {duplicated} |",
+        f"| duplicated | {duplicated} "
+        + "".join(f"({n} {why}) " for why, n in causes.items())
+        + "|",
         "| transactions committed / aborted / unknown | "
         f"{c.txns_committed} / {c.txns_aborted} / {c.txns_unknown} |",
         f"| records read by consumers | {c.reads} |",
