@@ -529,6 +529,7 @@ def table(seed: int, minutes: float, result: Result, figures: dict[str, object])
     duplicated = by_kind.get(AnomalyKind.DUPLICATED, 0)
     rows = [
         f"seed {seed}, {minutes:g} min, {sum(c.faults.values())} faults",
+        "",
         "| fault | injected |",
         "|---|---|",
         *[f"| {name} | {n} |" for name, n in sorted(c.faults.items()) if name != "heal-all"],
@@ -551,8 +552,9 @@ def table(seed: int, minutes: float, result: Result, figures: dict[str, object])
         "|---|---|",
         *[f"| {p} | {g:.2f} |" for p, g in gaps.items()],
         "",
-        f"recovery after every fault healed (per cycle): median {figures['recovery_median_s']} s, "
-        f"max {figures['recovery_max_s']} s; cycles over 2x the session timeout "
+        f"recovery after every fault healed (per cycle): median "
+        f"{figures['recovery_median_s']:.2f} s, max {figures['recovery_max_s']:.2f} s; "
+        "cycles over 2x the session timeout "
         f"({2 * SESSION_TIMEOUT_MS / 1000:g} s): {figures['recovery_over_2x_session_timeout']}",
     ]
     return "\n".join(rows)

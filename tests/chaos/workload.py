@@ -286,6 +286,7 @@ class Clients:
                     for p in meta.topics[t].partitions
                 ]
             while not self.stop.wait(2):
+                asked = self.now()  # an observation is as late as its request, no later
                 try:
                     seen = observer.committed(partitions, timeout=10)
                 except KafkaException:
@@ -293,9 +294,7 @@ class Clients:
                 for tp in seen:
                     if tp.error is None:
                         self.history.write(
-                            Committed(
-                                self.now(), "o", GROUP, tp.topic, tp.partition, max(tp.offset, -1)
-                            )
+                            Committed(asked, "o", GROUP, tp.topic, tp.partition, max(tp.offset, -1))
                         )
         finally:
             observer.close()
