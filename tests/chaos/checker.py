@@ -67,6 +67,7 @@ from tests.chaos.history import (
     TxnEnd,
     TxnOutcome,
     iter_history,
+    to_json,
 )
 
 Position = tuple[str, int, int]  # topic, partition, offset
@@ -99,7 +100,7 @@ class Anomaly:
 
     def __str__(self) -> str:
         lines = [f"{self.kind} {self.subject}: {self.detail}"]
-        lines += (f"    {json.dumps(e.to_json(), separators=(',', ':'))}" for e in self.events)
+        lines += (f"    {json.dumps(to_json(e), separators=(',', ':'))}" for e in self.events)
         return "\n".join(lines)
 
 

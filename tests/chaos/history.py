@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
@@ -89,17 +89,6 @@ class Send:
     seq: int
     txn: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "producer": self.producer,
-            "topic": self.topic,
-            "value": self.value,
-            "seq": self.seq,
-            "txn": self.txn,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Ack:
@@ -113,17 +102,6 @@ class Ack:
     partition: int
     offset: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "producer": self.producer,
-            "value": self.value,
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class SendError:
@@ -134,15 +112,6 @@ class SendError:
     producer: str
     value: str
     error: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "producer": self.producer,
-            "value": self.value,
-            "error": self.error,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,16 +124,6 @@ class TxnEnd:
     txn: str
     outcome: TxnOutcome
     values: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "producer": self.producer,
-            "txn": self.txn,
-            "outcome": self.outcome,
-            "values": list(self.values),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,20 +141,6 @@ class Read:
     value: str
     hw: int | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "consumer": self.consumer,
-            "group": self.group,
-            "isolation": self.isolation,
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-            "value": self.value,
-            "hw": self.hw,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Commit:
@@ -208,17 +153,6 @@ class Commit:
     topic: str
     partition: int
     offset: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "consumer": self.consumer,
-            "group": self.group,
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,17 +167,6 @@ class Committed:
     partition: int
     offset: int
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "observer": self.observer,
-            "group": self.group,
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Final:
@@ -257,17 +180,6 @@ class Final:
     offset: int
     value: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "isolation": self.isolation,
-            "topic": self.topic,
-            "partition": self.partition,
-            "offset": self.offset,
-            "value": self.value,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Nemesis:
@@ -279,17 +191,17 @@ class Nemesis:
     phase: NemesisPhase
     detail: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "t": self.t,
-            "name": self.name,
-            "phase": self.phase,
-            "detail": dict(self.detail),
-        }
-
 
 Event: TypeAlias = Send | Ack | SendError | TxnEnd | Read | Commit | Committed | Final | Nemesis
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    """An event as the object of its JSON line: ``kind``, then its fields in order."""
+    out: dict[str, Any] = {"kind": event.kind}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        out[f.name] = dict(value) if isinstance(value, Mapping) else value
+    return out
 
 
 _ISOLATIONS = {member.value: member for member in Isolation}
@@ -416,7 +328,7 @@ class HistoryWriter:
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
 
     def write(self, event: Event) -> None:
-        line = json.dumps(event.to_json(), separators=(",", ":")) + "\n"
+        line = json.dumps(to_json(event), separators=(",", ":")) + "\n"
         with self._lock:
             if self._file.closed:
                 raise ValueError(f"history {self.path} is closed: write events before close()")
