@@ -46,7 +46,7 @@ def test_writes_behind_a_refused_one_are_refused_alike(
     monkeypatch.setattr(Segment, "append_pieces", append_pieces)
     with pytest.raises(LogDirFull):  # the disk refuses seq 1
         produce(plog, [(None, b"b")], producer=(PID, 0, 1))
-    with pytest.raises(LogDirFull, match="log.dir.full.backoff.ms"):  # seq 2, in flight
+    with pytest.raises(LogDirFull, match=r"log\.dir\.full\.backoff\.ms"):  # seq 2, in flight
         produce(plog, [(None, b"c")], producer=(PID, 0, 2))
     # a retry of the batch written before is answered as the duplicate it is
     assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
