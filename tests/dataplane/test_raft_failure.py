@@ -38,9 +38,7 @@ class Picky:
 async def test_an_entry_that_cannot_be_applied_stops_the_node(tmp_path: Path) -> None:
     machine = Picky()
     failures: list[Exception] = []
-    server = RaftServer(
-        1, [1], tmp_path, machine, LocalTransport(1), on_failure=failures.append
-    )
+    server = RaftServer(1, [1], tmp_path, machine, LocalTransport(1), on_failure=failures.append)
     await server.start()
     try:
         await server.wait_for_leader(10)
