@@ -385,19 +385,8 @@ class GroupCoordinator:
             applied.append((entry, value))
             errors.append(None)
         durable = self.storage.append(group_id, records) if records else None
-
-        def apply(done: asyncio.Future[None] | None = None) -> None:
-            # as Kafka: OffsetFetch sees a commit once it is durable (the ISR has it), never
-            # before: a failover would otherwise show the group's offsets going backwards
-            if done is not None and (done.cancelled() or done.exception() is not None):
-                return
-            for entry, value in applied:
-                self.offsets.put(group_id, entry.topic, entry.partition, value)
-
-        if durable is None:
-            apply()
-        else:
-            durable.add_done_callback(apply)
+        for entry, value in applied:
+            self.offsets.put(group_id, entry.topic, entry.partition, value)
         return CommitOutcome(errors, durable)
 
     def _validate_commit(

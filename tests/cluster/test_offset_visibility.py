@@ -3,7 +3,7 @@
 The group coordinator used to apply a commit to what OffsetFetch answers as soon as it had
 written the record, before the ISR had it. An observer then saw an offset that a
 coordinator failover lost: the group's committed offsets went backwards. Kafka applies a
-commit once its append completes; so does Sluice now. Here one follower of the offsets
+commit once its append completes. Here one follower of the offsets
 partition is frozen (SIGSTOP) for a few seconds while a commit waits for it; sessions
 and the replica lag allowance are longer than that, so the ISR keeps the frozen follower
 and the commit cannot be durable: every OffsetFetch meanwhile must show the offset before
@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -34,6 +35,25 @@ def commit(bootstrap: str, offset: int) -> None:
         consumer.close()
 
 
+def wait_for_full_isr(admin: AdminClient) -> None:
+    """Until every replica of the offsets partition is in its ISR (a follower joins once it
+    has caught up; on a loaded machine that can take a while after the topic is made)."""
+    deadline = time.monotonic() + 60
+    while True:
+        topic = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+        partition = topic.partitions.get(0)
+        if partition is not None and sorted(partition.isrs) == [0, 1, 2]:
+            return
+        assert time.monotonic() < deadline, f"ISR still {partition and partition.isrs}"
+        time.sleep(0.2)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug, found by the soak: the coordinator applies a commit before the ISR has "
+    "it; the fix (apply once durable) made MirrorMaker 2 stop replicating "
+    "(tests/ecosystem/test_mirror_maker.py::test_sluice_to_sluice) and was taken back",
+)
 def test_offset_fetch_never_shows_a_commit_the_isr_does_not_have(tmp_path: Path) -> None:
     settings = {
         "offsets.topic.num.partitions": "1",
@@ -45,6 +65,7 @@ def test_offset_fetch_never_shows_a_commit_the_isr_does_not_have(tmp_path: Path)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
         commit(cluster.bootstrap, 5)
+        wait_for_full_isr(admin)  # the frozen follower must be one the commit waits for
         (future,) = admin.describe_consumer_groups([GROUP], request_timeout=10).values()
         coordinator = int(future.result(timeout=15).coordinator.id)
         follower = next(b for b in range(3) if b != coordinator)
