@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import multiprocessing
 import os
 import sys
 import time
@@ -280,7 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     progress = Progress(args.seeds * len(names))
     outcomes: dict[str, Outcome] = {}
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+    # spawn, not fork: a fork of a process with threads (the test runner's, a client's) may
+    # copy a lock another thread holds, and the child then waits on it for ever
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:
         try:
             for name in names:
                 outcomes[name] = run_variant(

@@ -325,7 +325,10 @@ class ProducerPool:
                 if parsed is None:
                     out.errors.append(f"delivery report for key {msg.key()!r}")
                 elif err is None:
-                    self._ack(out, parsed[1], msg.partition(), msg.offset())
+                    # None: librdkafka did not learn the offset (a retry answered as a
+                    # duplicate of a batch the broker already holds).
+                    offset = msg.offset()
+                    self._ack(out, parsed[1], msg.partition(), -1 if offset is None else offset)
                 else:
                     self._fail(out, parsed[1], str(err))
             except Exception as exc:

@@ -29,16 +29,32 @@ def seed(bootstrap: str, topic: str, partitions: int, count: int, replicas: int 
 
 
 def produce(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for i in range(start, start + count):
-        producer.produce(
-            topic,
-            key=f"key-{i}",
-            value=f"value-{i}".encode() * (1 + i % 7),
-            partition=i % partitions,
-            headers=[("n", str(i).encode())],
-        )
-    assert producer.flush(30) == 0
+    """Records ``start`` .. ``start + count - 1``, record i to partition i % ``partitions``.
+
+    A record the client refused is sent again: a partition just added may not be in the
+    metadata of the broker the client asked yet (librdkafka then fails the record at once
+    with an unknown partition), as with Kafka, whose CreatePartitions answers before every
+    broker knows."""
+    failed: list[int] = []
+    pending = list(range(start, start + count))
+    deadline = time.monotonic() + 60
+    while pending:
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        failed.clear()
+        for i in pending:
+            producer.produce(
+                topic,
+                key=f"key-{i}",
+                value=f"value-{i}".encode() * (1 + i % 7),
+                partition=i % partitions,
+                headers=[("n", str(i).encode())],
+                on_delivery=lambda err, _msg, i=i: failed.append(i) if err else None,
+            )
+        assert producer.flush(30) == 0
+        assert time.monotonic() < deadline or not failed, f"records {failed} not delivered"
+        pending = sorted(failed)
+        if pending:
+            time.sleep(0.5)
 
 
 def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
