@@ -17,14 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dataplane import clock
 from dataplane.cluster.topics import NewTopic
 from dataplane.log.partition_log import PartitionLog
-from wire.errors import BrokerError, CoordinatorNotAvailable, CorruptRecord, NotCoordinator
+from wire.errors import (
+    BrokerError,
+    CoordinatorNotAvailable,
+    CorruptRecord,
+    NotCoordinator,
+    RequestTimedOut,
+)
 from wire.record_batch import BatchHeader, decode_records, encode_batch, iter_headers
 
 if TYPE_CHECKING:
@@ -91,6 +97,7 @@ class CoordinatorLog:
         self.logs = logs
         self.loaded: set[int] = set()
         """Partitions whose keys this broker coordinates (it leads them, replayed)."""
+        self._loading: dict[int, asyncio.Task[None]] = {}
         self._creating: asyncio.Task[None] | None = None
 
     @property
@@ -148,6 +155,72 @@ class CoordinatorLog:
     def plog(self, partition: int) -> PartitionLog | None:
         part = self.replicas.partitions.get((self.topic.name, partition))
         return None if part is None or not part.is_leader else part.plog
+
+    @property
+    def loading(self) -> set[int]:
+        """Partitions replayed whose log tail the ISR does not have yet (see mark_loaded)."""
+        return set(self._loading)
+
+    def mark_loaded(self, partition: int, ready: Callable[[], None] | None = None) -> None:
+        """Serve ``partition`` (then run ``ready``) once its high watermark reaches the log end
+        it was replayed to: at once when it has. A new leader's log may end with records the
+        ISR does not have yet (written by the old leader, or not yet fetched by every
+        follower); served at once, a commit shown from them could be lost by the next
+        failover, and a group's offsets would go backwards. Kafka's coordinators likewise
+        answer reads from the committed part of the log only."""
+        self.unload(partition)
+        part = self.replicas.partitions.get((self.topic.name, partition))
+        if (
+            part is None
+            or not part.is_leader
+            or part.plog.high_watermark >= part.plog.log_end_offset
+        ):
+            self._serve(partition, ready)
+            return
+        end = part.plog.log_end_offset
+        log.info(
+            "%s-%d: serving once the ISR has offsets up to %d (high watermark %d)",
+            self.topic.name,
+            partition,
+            end,
+            part.plog.high_watermark,
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._serve_when_committed(partition, end, ready)
+        )
+        self._loading[partition] = task
+
+    async def _serve_when_committed(
+        self, partition: int, end: int, ready: Callable[[], None] | None
+    ) -> None:
+        while True:
+            part = self.replicas.partitions.get((self.topic.name, partition))
+            if part is None or not part.is_leader:
+                self._loading.pop(partition, None)
+                return
+            try:
+                await part.wait_replicated(end, COMMIT_TIMEOUT_S, 1)
+                break
+            except RequestTimedOut:
+                continue  # an ISR member is behind; asked again until it fetches or is dropped
+            except BrokerError as exc:
+                log.info("%s-%d not served: %s", self.topic.name, partition, exc)
+                self._loading.pop(partition, None)
+                return
+        self._loading.pop(partition, None)
+        self._serve(partition, ready)
+
+    def _serve(self, partition: int, ready: Callable[[], None] | None) -> None:
+        self.loaded.add(partition)
+        if ready is not None:
+            ready()
+
+    def unload(self, partition: int) -> None:
+        """Stop serving ``partition`` (and stop waiting to serve it)."""
+        self.loaded.discard(partition)
+        task = self._loading.pop(partition, None)
+        if task is not None:
+            task.cancel()
 
     def owns(self, key: str) -> bool:
         """True when this broker coordinates ``key`` (leads its loaded partition)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Iterable
@@ -144,9 +145,10 @@ class GroupCoordinator:
         if not delta.restored and not touched:
             return
         led = self.storage.led_partitions()
-        for partition in sorted(self.storage.loaded - led):
+        storage = self.storage
+        for partition in sorted((storage.loaded | storage.loading) - led):
             self._unload(partition)
-        for partition in sorted(led - self.storage.loaded):
+        for partition in sorted(led - storage.loaded - storage.loading):
             self._load(partition)
 
     def _load(self, partition: int) -> None:
@@ -166,8 +168,8 @@ class GroupCoordinator:
                 else:
                     self._replay(key, value)
                 count += 1
-        self.storage.loaded.add(partition)
-        self.membership.on_loaded([g for name, g in self.groups.items() if name not in before])
+        new = [g for name, g in self.groups.items() if name not in before]
+        self.storage.mark_loaded(partition, functools.partial(self.membership.on_loaded, new))
         (log.info if count else log.debug)(
             "group coordinator loaded %s-%d: %d records, %d groups in %.2fs",
             OFFSETS_TOPIC,
@@ -178,7 +180,7 @@ class GroupCoordinator:
         )
 
     def _unload(self, partition: int) -> None:
-        self.storage.loaded.discard(partition)
+        self.storage.unload(partition)
         self.txn_offsets.drop_partition(partition)
         gone = [
             g
@@ -385,8 +387,19 @@ class GroupCoordinator:
             applied.append((entry, value))
             errors.append(None)
         durable = self.storage.append(group_id, records) if records else None
-        for entry, value in applied:
-            self.offsets.put(group_id, entry.topic, entry.partition, value)
+
+        def apply(done: asyncio.Future[None] | None = None) -> None:
+            # as Kafka: OffsetFetch sees a commit once it is durable (the ISR has it), never
+            # before: a failover would otherwise show the group's offsets going backwards
+            if done is not None and (done.cancelled() or done.exception() is not None):
+                return
+            for entry, value in applied:
+                self.offsets.put(group_id, entry.topic, entry.partition, value)
+
+        if durable is None:
+            apply()
+        else:
+            durable.add_done_callback(apply)
         return CommitOutcome(errors, durable)
 
     def _validate_commit(

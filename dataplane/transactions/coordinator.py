@@ -114,9 +114,9 @@ class TransactionCoordinator:
             return
         storage = self.storage
         led = storage.led_partitions()
-        for partition in sorted(storage.loaded - led):
+        for partition in sorted((storage.loaded | storage.loading) - led):
             self._unload(partition)
-        for partition in sorted(led - storage.loaded):
+        for partition in sorted(led - storage.loaded - storage.loading):
             self._load(partition)
 
     def _load(self, partition: int) -> None:
@@ -148,11 +148,14 @@ class TransactionCoordinator:
                 last_epoch=old.producer_epoch if old is not None else -1,
             )
         self.coordinator_epochs[partition] = part.leader_epoch
-        storage.loaded.add(partition)
         self.txns.update(loaded)
-        for meta in loaded.values():
-            if meta.state.preparing:
-                self._complete(meta)
+
+        def ready() -> None:
+            for meta in loaded.values():
+                if meta.state.preparing:
+                    self._complete(meta)
+
+        storage.mark_loaded(partition, ready)
         log.info(
             "transaction coordinator loaded %s-%d: %d transactional ids",
             TRANSACTION_STATE_TOPIC,
@@ -161,7 +164,7 @@ class TransactionCoordinator:
         )
 
     def _unload(self, partition: int) -> None:
-        self.storage.loaded.discard(partition)
+        self.storage.unload(partition)
         self.coordinator_epochs.pop(partition, None)
         for tid in [t for t in self.txns if self.storage.partition_for(t) == partition]:
             del self.txns[tid]
