@@ -117,12 +117,13 @@ test-long: venv system-deps java-deps streams-deps
 	@$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing of every parser (tests/fuzz/README.md): FUZZ_SECONDS per target,
-# one after another; the table goes to bench/RESULTS.md. Not part of `make test` (its
+# FUZZ_JOBS targets at once (one CPU each; default one after another); the table goes to bench/RESULTS.md. Not part of `make test` (its
 # regression inputs are: tests/fuzz/test_regressions.py).
 FUZZ_SECONDS ?= 600
+FUZZ_JOBS ?= 1
 fuzz: venv
 	@$(PY) -c 'import atheris' 2>/dev/null || { echo "installing the fuzz extra (atheris) into $(VENV)"; set -o pipefail; $(PIP) install --quiet -e '.[test,dev,fuzz]' 2>&1 | $(HIDE_EDITABLE_BOX); }
-	@$(PY) -m tests.fuzz.run --seconds $(FUZZ_SECONDS) --record
+	@$(PY) -m tests.fuzz.run --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS) --record
 
 # The fault-injection soak (tests/chaos/README.md), as root: each of SEEDS runs MINUTES of
 # faults on a 3-broker cluster whose brokers live in network namespaces of their own, then the

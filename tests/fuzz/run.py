@@ -1,16 +1,16 @@
 """Run the fuzz targets: ``python -m tests.fuzz.run --seconds N [--target NAME]...
-[--record]`` (``make fuzz``).
+[--jobs J] [--record]`` (``make fuzz``).
 
-Each target runs in its own process (``tests.fuzz.worker``), one after another, for N
-seconds, with libFuzzer's limits: ``-rss_limit_mb`` and ``-malloc_limit_mb`` (2048: an
-input that makes the process allocate more is a finding), ``-timeout`` (10 s: a slower
-input is a hang). New inputs go to ``.cache/fuzz/corpus/TARGET`` (the committed seeds in
-``tests/fuzz/corpus/TARGET`` are read, never written); a crashing input is written to
+Each target runs in its own process (``tests.fuzz.worker``), J at a time (default one after
+another), for N seconds, with libFuzzer's limits: ``-rss_limit_mb`` and ``-malloc_limit_mb``
+(2048: an input that makes the process allocate more is a finding), ``-timeout`` (10 s: a
+slower input is a hang). New inputs go to ``.cache/fuzz/corpus/TARGET`` (the committed seeds
+in ``tests/fuzz/corpus/TARGET`` are read, never written); a crashing input is written to
 ``.cache/fuzz/artifacts/TARGET/`` and the run goes on with the next target. The table
 printed at the end gives executions and coverage (``cov:`` edges and ``ft:`` features, from
-libFuzzer's final stats) per target, and for the request target which APIs and versions
-its corpus decodes. ``--record`` appends the table with the date to bench/RESULTS.md
-under "Fuzzing". Exit status 1 when any target found something.
+libFuzzer's final stats) per target, and for the request target which APIs and versions its
+corpus decodes. ``--record`` appends the table with the date to bench/RESULTS.md under
+"Fuzzing". Exit status 1 when any target found something.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,10 +172,10 @@ def api_coverage(directories: list[Path]) -> str:
     )
 
 
-def table(outcomes: list[Outcome], seconds: int) -> str:
+def table(outcomes: list[Outcome], seconds: int, jobs: int = 1) -> str:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        f"### {stamp}, {seconds} s per target",
+        f"### {stamp}, {seconds} s per target, {jobs} at a time",
         "",
         "| target | executions | exec/s | cov | ft | corpus | finding |",
         "|---|---|---|---|---|---|---|",
@@ -216,20 +217,30 @@ def main(argv: list[str] | None = None) -> int:
         "--target", action="append", choices=sorted(TARGETS), help="repeatable; default: all"
     )
     parser.add_argument("--record", action="store_true", help="append to bench/RESULTS.md")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="targets fuzzed at once (one CPU each; default 1)"
+    )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     if args.seconds < 1:
         parser.error("--seconds must be at least 1")
-    outcomes = []
-    for target in args.target or list(TARGETS):
+    targets = args.target or list(TARGETS)
+
+    def one(target: str) -> Outcome:
         print(f"fuzzing {target} for {args.seconds} s ...", flush=True)
         outcome = fuzz(target, args.seconds)
         print(
-            f"  {outcome.executions:,} executions, cov {outcome.cov}, ft {outcome.ft}, "
-            f"finding: {outcome.finding or 'none'} {outcome.artifact}",
+            f"  {target}: {outcome.executions:,} executions, cov {outcome.cov}, "
+            f"ft {outcome.ft}, finding: {outcome.finding or 'none'} {outcome.artifact}",
             flush=True,
         )
-        outcomes.append(outcome)
-    text = table(outcomes, args.seconds)
+        return outcome
+
+    # each target is its own process: a thread per running target only waits for it
+    with ThreadPoolExecutor(args.jobs) as pool:
+        outcomes = list(pool.map(one, targets))
+    text = table(outcomes, args.seconds, args.jobs)
     print()
     print(text)
     if args.record:
