@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,16 @@ from tests.support.tiering import TEST_ADMIN
 from tiered.embedded_s3 import EmbeddedS3
 
 __all__ = ["REPO", "BrokerProcess", "free_port", "unique"]
+
+STUCK_AFTER_S = 60 * 60
+"""A suite process alive this long is stuck somewhere (the whole suite takes about half of
+it): every thread's stack goes to stderr, whose tail is what a CI log shows. Per-test
+hangs are pytest-timeout's (pyproject); this catches the rest, e.g. a worker that does not
+exit after its last test."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    faulthandler.dump_traceback_later(STUCK_AFTER_S, exit=False, file=sys.__stderr__ or 2)
 
 
 @pytest.fixture(scope="module")
