@@ -210,6 +210,12 @@ def record(text: str) -> None:
     RESULTS.write_text(f"{head.rstrip()}\n\n{text}{END}{tail}")
 
 
+def say(line: str) -> None:
+    """One line in one write: lines of targets running at once never interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz.run", description=__doc__)
     parser.add_argument("--seconds", type=int, default=600, help="per target (default 600)")
@@ -228,12 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     targets = args.target or list(TARGETS)
 
     def one(target: str) -> Outcome:
-        print(f"fuzzing {target} for {args.seconds} s ...", flush=True)
+        say(f"fuzzing {target} for {args.seconds} s ...")
         outcome = fuzz(target, args.seconds)
-        print(
+        say(
             f"  {target}: {outcome.executions:,} executions, cov {outcome.cov}, "
-            f"ft {outcome.ft}, finding: {outcome.finding or 'none'} {outcome.artifact}",
-            flush=True,
+            f"ft {outcome.ft}, finding: {outcome.finding or 'none'} {outcome.artifact}"
         )
         return outcome
 
