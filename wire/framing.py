@@ -92,7 +92,9 @@ def kio_versions(api_key: int) -> tuple[int, int] | None:
 
 
 @cache
-def _request_codec(api_key: int, api_version: int) -> tuple[Any, Any, type]:
+def request_codec(api_key: int, api_version: int) -> tuple[Any, Any, type]:
+    """(header reader, body reader, request type) of one API version: kio's readers, without
+    the count check of ``decode_request`` (bench/bench_request_decode.py times both)."""
     own = internal.schemas(api_key, api_version)
     request_type: Any = own[0] if own is not None else load_request_schema(api_key, api_version)
     header_reader = entity_reader(request_type.__header_schema__)
@@ -110,7 +112,7 @@ def decode_request(
     checked against the bytes that follow before kio reads the body (``request_bounds``:
     kio would reserve memory for any count, and an impossible one aborts the process).
     """
-    header_reader, body_reader, request_type = _request_codec(api_key, api_version)
+    header_reader, body_reader, request_type = request_codec(api_key, api_version)
     try:
         header, used = header_reader(frame, 0)
         check_counts(frame, used, request_type)
