@@ -36,6 +36,10 @@ from tests.chaos.history import (
 
 GROUP = "soak-group"
 RC_GROUP = "soak-rc"
+FAST_RECONNECT = {"reconnect.backoff.max.ms": 1000}
+"""Every client's: librdkafka backs off reconnecting to a broker that was down up to 10 s by
+default, so a partition whose leader moves back to a restarted broker would wait for the
+client's backoff, not the cluster; the soak times the cluster's recovery."""
 
 
 @dataclass
@@ -101,6 +105,7 @@ class Clients:
             producer = Producer(
                 {
                     "bootstrap.servers": self.bootstrap,
+                    **FAST_RECONNECT,
                     "enable.idempotence": True,
                     "acks": "all",
                     "linger.ms": 5,
@@ -167,6 +172,7 @@ class Clients:
             producer = Producer(
                 {
                     "bootstrap.servers": self.bootstrap,
+                    **FAST_RECONNECT,
                     "transactional.id": f"soak-{base}",
                     "transaction.timeout.ms": 60_000,
                     "message.timeout.ms": 60_000,
@@ -227,6 +233,7 @@ class Clients:
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
+                **FAST_RECONNECT,
                 "group.id": group,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
@@ -271,7 +278,9 @@ class Clients:
                 )
 
     def observe(self) -> None:
-        observer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP})
+        observer = Consumer(
+            {"bootstrap.servers": self.bootstrap, **FAST_RECONNECT, "group.id": GROUP}
+        )
         try:
             partitions: list[TopicPartition] = []
             while not partitions and not self.stop.is_set():
