@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.common import replace_section
 from dataplane.handlers.registry import SERVED
 from wire.framing import decode_request, peek_header, request_codec
 
@@ -109,19 +110,13 @@ def table(rows: list[tuple[str, int, float, float]], seconds: float) -> str:
 
 
 def record(text: str) -> None:
-    results = RESULTS.read_text()
-    if BEGIN not in results:
-        intro = (
-            "## Request decoding\n\n`python -m bench.bench_request_decode`: the array-count "
-            "check of wire/request_bounds.py (it keeps kio from reserving memory for an "
-            "impossible count) beside kio's own decode of the same frames, captured from "
-            "real clients (tests/fuzz/corpus/kafka_request). Each run replaces the last.\n"
-        )
-        results = results.rstrip("\n") + f"\n\n{BEGIN}\n{intro}{END}\n"
-    head, _, rest = results.partition(BEGIN)
-    body, _, tail = rest.partition(END)
-    intro = body[: body.index("\n###")] if "\n###" in body else body.rstrip("\n")
-    RESULTS.write_text(f"{head}{BEGIN}{intro}\n\n{text}{END}{tail}")
+    intro = (
+        "## Request decoding\n\n`python -m bench.bench_request_decode`: the array-count check "
+        "of wire/request_bounds.py (it keeps kio from reserving memory for an impossible "
+        "count) beside kio's own decode of the same frames, captured from real clients "
+        "(tests/fuzz/corpus/kafka_request). Each run replaces the last.\n\n"
+    )
+    replace_section(RESULTS, BEGIN, END, f"{BEGIN}\n{intro}{text}{END}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
