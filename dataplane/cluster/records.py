@@ -269,8 +269,12 @@ def encode(records: list[Record]) -> bytes:
 def decode(payload: bytes) -> list[Record]:
     try:
         raw = json.loads(payload)
+        if not isinstance(raw, list):
+            raise TypeError(f"a {type(raw).__name__}, not a list of records")
         out: list[Record] = []
         for item in raw:
+            if not isinstance(item, dict):
+                raise TypeError(f"a record that is a {type(item).__name__}, not an object")
             kind = _TYPES[item.pop("type")]
             out.append(kind(**item))
         return out
