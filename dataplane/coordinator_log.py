@@ -196,17 +196,15 @@ class CoordinatorLog:
         while True:
             part = self.replicas.partitions.get((self.topic.name, partition))
             if part is None or not part.is_leader:
-                self._loading.pop(partition, None)
-                return
+                return  # left in _loading: the coordinator's unload (next metadata) clears it
             try:
                 await part.wait_replicated(end, COMMIT_TIMEOUT_S, 1)
                 break
             except RequestTimedOut:
                 continue  # an ISR member is behind; asked again until it fetches or is dropped
-            except BrokerError as exc:
-                log.info("%s-%d not served: %s", self.topic.name, partition, exc)
-                self._loading.pop(partition, None)
-                return
+            except BrokerError as exc:  # e.g. a new leader epoch failed the wait: still ours?
+                log.info("%s-%d: waiting again for the ISR: %s", self.topic.name, partition, exc)
+                await asyncio.sleep(0.1)
         self._loading.pop(partition, None)
         self._serve(partition, ready)
 
