@@ -61,11 +61,12 @@ def read_only(
     *args: str,
     stream: bool = False,
     order: Callable[[Any], Any] | None = None,
-    tries: int = 3,
+    tries: int = 10,
 ) -> Any:
     """A command that changes nothing: its json and yaml carry the same data; the table is
-    printed. (Asked again while something changed between the two; a stream's items in
-    ``order`` when the command does not fix it.)"""
+    printed. (Asked again while something changed between the three answers, e.g. a
+    replicator's state while its MirrorMaker starts; a stream's items in ``order`` when the
+    command does not fix it.)"""
     name = args[0]
     table = run_ok(cloud, *args)
     assert table.stdout.strip() or stream, f"{name}: empty table"
@@ -80,8 +81,9 @@ def read_only(
         first = reader("json", run_ok(cloud, *args, "-o", "json").stdout)
         as_yaml = reader("yaml", run_ok(cloud, *args, "-o", "yaml").stdout)
         again = reader("json", run_ok(cloud, *args, "-o", "json").stdout)
-        if first == again:
+        if first == as_yaml == again:
             break
+        time.sleep(1)
     assert as_yaml == first, f"{name}: yaml and json differ"
     COVERED.setdefault(name, set()).update(FORMATS)
     return first
