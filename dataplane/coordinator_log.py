@@ -161,7 +161,7 @@ class CoordinatorLog:
         """Partitions replayed whose log tail the ISR does not have yet (see mark_loaded)."""
         return set(self._loading)
 
-    def mark_loaded(self, partition: int, ready: Callable[[], None] | None = None) -> None:
+    def mark_loaded(self, partition: int, ready: Callable[[], None]) -> None:
         """Serve ``partition`` (then run ``ready``) once its high watermark reaches the log end
         it was replayed to: at once when it has. A new leader's log may end with records the
         ISR does not have yet (written by the old leader, or not yet fetched by every
@@ -191,7 +191,7 @@ class CoordinatorLog:
         self._loading[partition] = task
 
     async def _serve_when_committed(
-        self, partition: int, end: int, ready: Callable[[], None] | None
+        self, partition: int, end: int, ready: Callable[[], None]
     ) -> None:
         while True:
             part = self.replicas.partitions.get((self.topic.name, partition))
@@ -208,10 +208,9 @@ class CoordinatorLog:
         self._loading.pop(partition, None)
         self._serve(partition, ready)
 
-    def _serve(self, partition: int, ready: Callable[[], None] | None) -> None:
+    def _serve(self, partition: int, ready: Callable[[], None]) -> None:
         self.loaded.add(partition)
-        if ready is not None:
-            ready()
+        ready()
 
     def unload(self, partition: int) -> None:
         """Stop serving ``partition`` (and stop waiting to serve it)."""

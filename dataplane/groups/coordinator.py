@@ -144,8 +144,8 @@ class GroupCoordinator:
         )
         if not delta.restored and not touched:
             return
-        led = self.storage.led_partitions()
         storage = self.storage
+        led = storage.led_partitions()
         for partition in sorted((storage.loaded | storage.loading) - led):
             self._unload(partition)
         for partition in sorted(led - storage.loaded - storage.loading):
