@@ -27,12 +27,13 @@ from typing import Any
 import grpc
 import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import transforms_pb2 as pb
 from sluice_client.client import ApiError, Client
 from tests.cli.conftest import SHARED_CLUSTER, Cloud
+from tests.support.cluster_workload import high_watermark
 from tests.transforms.conftest import BUILD, GUESTS, Guests
 from tests.transforms.kafka_io import Row, read_all
 
@@ -139,10 +140,7 @@ def upper(rows: Rows) -> Rows:
 def end_offsets(servers: str, topic: str, partitions: int = PARTITIONS) -> list[int]:
     consumer = Consumer({"bootstrap.servers": servers, "group.id": "tf-ends"})
     try:
-        return [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-            for p in range(partitions)
-        ]
+        return [high_watermark(consumer, topic, p) for p in range(partitions)]
     finally:
         consumer.close()
 

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer
 from dataplane.metering.meter import Meter
 from dataplane.metering.spool import Spool
 from tests.conftest import BrokerProcess, unique
-from wire.usage import USAGE_TOPIC, Dimension, Usage, UsageEvent
+from wire.usage import BUCKET_MS, USAGE_TOPIC, Dimension, Usage, UsageEvent
 
 FAST = {
     "usage.flush.interval.ms": "1000",
@@ -156,7 +156,14 @@ def test_bytes_in_and_out_equal_the_batches_stored(make_broker: Any) -> None:
     assert measured[Dimension.HOT_STORAGE_BYTE_MS] > 0
     principals = {u.principal for e in events for u in e.usage if u.dimension == Dimension.BYTES_IN}
     assert principals == {"User:ANONYMOUS"}
+    controller_dimensions = {Dimension.PARTITION_MS, Dimension.TIERED_STORAGE_BYTE_MS}
     for event in events:
+        # the broker is also the active controller: at each minute boundary it writes the
+        # minute's partition-hours as source "controller" (one event per minute, key = minute)
+        if event.source == "controller":
+            assert {u.dimension for u in event.usage} <= controller_dimensions
+            assert event.end_ms - event.start_ms == BUCKET_MS
+            continue
         assert event.source == "broker-1"
         assert event.end_ms - event.start_ms <= 1000 or event.sequence == 0
 

@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.controlplane.harness import wait_until
+from tests.support.cluster_workload import high_watermark
 
 LOADING = {
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
@@ -100,9 +101,7 @@ def records(bootstrap: str, topic: str) -> dict[int, list[tuple[Any, ...]]]:
     )
     out: dict[int, list[tuple[Any, ...]]] = {p: [] for p in partitions}
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in partitions
-        }
+        ends = {p: high_watermark(consumer, topic, p) for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p]])
         remaining = sum(ends.values())
         while remaining:
@@ -173,7 +172,7 @@ def wait_translated(
 def count_partition(bootstrap: str, topic: str, partition: int) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-test-reader"})
     try:
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)[1])
+        return high_watermark(consumer, topic, partition)
     finally:
         consumer.close()
 
