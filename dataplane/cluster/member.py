@@ -493,41 +493,63 @@ class ClusterMember:
         log.info("broker %d registered (epoch %d)", self.node_id, epoch)
 
     async def _wait_applied(self, epoch: int) -> None:
-        """Until this broker's image holds its registration of ``epoch``."""
+        """Until this broker's image holds its registration of ``epoch``, heartbeating that
+        epoch meanwhile: the controller's session starts at the registration, and a broker
+        replaying a long metadata log (just restarted, or cut off when the answer came)
+        would otherwise be fenced before it got there and wait here in vain. Fenced
+        meanwhile: StaleBrokerEpoch, and the lifecycle registers again at once."""
+        interval = self.config.get_seconds("broker.heartbeat.interval.ms")
         deadline = time.monotonic() + 30
+        next_beat = time.monotonic() + interval
         while True:
             mine = self.image.brokers.get(self.node_id)
-            if mine is not None and mine.epoch >= epoch and not mine.fenced:
-                return
+            if mine is not None and mine.epoch >= epoch:
+                if not mine.fenced:
+                    return
+                raise StaleBrokerEpoch(f"broker {self.node_id} was fenced after registering")
             if time.monotonic() > deadline:
                 raise TimeoutError("the metadata log did not reach this broker's registration")
+            if time.monotonic() >= next_beat:
+                next_beat = time.monotonic() + interval
+                fenced = False
+                try:
+                    fenced = await self._beat(epoch, timeout=2 * interval)
+                except StaleBrokerEpoch:
+                    raise
+                except (BrokerError, OSError, TimeoutError) as exc:
+                    log.debug("broker %d: heartbeat while replaying: %s", self.node_id, exc)
+                if fenced:
+                    raise StaleBrokerEpoch(f"broker {self.node_id} epoch {epoch} is fenced")
             await asyncio.sleep(0.02)
 
     async def _heartbeat(self) -> None:
-        local = self.local_controller()
         try:
-            if local is not None and local.active:
-                fenced = local.heartbeat(self.node_id, self.epoch)
-            else:
-                response = await self.send_to_controller(
-                    heartbeat_req.BrokerHeartbeatRequest(
-                        broker_id=BrokerId(self.node_id),
-                        broker_epoch=i64(self.epoch),
-                        current_metadata_offset=i64(self.image.applied_index),
-                        want_fence=False,
-                        want_shut_down=False,
-                        offline_log_dirs=(),
-                    ),
-                    timeout=2,
-                )
-                if response.error_code == ErrorCode.stale_broker_epoch:
-                    raise StaleBrokerEpoch("stale broker epoch")
-                fenced = bool(response.is_fenced)
+            fenced = await self._beat(self.epoch)
         except StaleBrokerEpoch:
             fenced = True
         if fenced:
             log.warning("broker %d is fenced; registering again", self.node_id)
             self.epoch = -1
+
+    async def _beat(self, epoch: int, timeout: float = 2.0) -> bool:
+        """One heartbeat for ``epoch``; True if the controller says this broker is fenced."""
+        local = self.local_controller()
+        if local is not None and local.active:
+            return local.heartbeat(self.node_id, epoch)
+        response = await self.send_to_controller(
+            heartbeat_req.BrokerHeartbeatRequest(
+                broker_id=BrokerId(self.node_id),
+                broker_epoch=i64(epoch),
+                current_metadata_offset=i64(self.image.applied_index),
+                want_fence=False,
+                want_shut_down=False,
+                offline_log_dirs=(),
+            ),
+            timeout=timeout,
+        )
+        if response.error_code == ErrorCode.stale_broker_epoch:
+            raise StaleBrokerEpoch("stale broker epoch")
+        return bool(response.is_fenced)
 
     # ------------------------------------------------------------------ partition changes
 

@@ -1,0 +1,78 @@
+"""A broker fenced between its registration and the moment it replays it registers again
+at once (found by the soak).
+
+A restarted broker registered; the controller's answer reached it, but a one-way partition
+held back its metadata log. It did not heartbeat while it waited to replay its own
+registration, so the controller fenced it after one session timeout; it went on waiting for
+an unfenced registration that could never come, for its full 30 s, and every partition
+whose ISR was that broker alone stayed without a leader meanwhile. Now it heartbeats while
+it waits and gives up the wait as soon as its registration is fenced.
+
+The member here is a real ClusterMember with a real metadata image; its controller is an
+address nobody listens on, so every heartbeat fails the way it does across a partition."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from dataplane.cluster import records as r
+from dataplane.cluster.image import MetadataImage
+from dataplane.cluster.member import ClusterMember
+from dataplane.config import BrokerConfig
+from tests.support.processes import free_port
+from wire.errors import StaleBrokerEpoch
+
+NODE = 1
+EPOCH = 42
+
+
+def member(tmp_path: Path) -> ClusterMember:
+    controller = f"127.0.0.1:{free_port()}"
+    settings = {
+        "node.id": str(NODE),
+        "controller.quorum.voters": f"2@{controller}",
+        "controller.quorum.voter.listeners": f"2@127.0.0.1:{free_port()}",
+        "controller.listener": f"127.0.0.1:{free_port()}",
+    }
+    config = BrokerConfig.build(data_dir=str(tmp_path), listen="127.0.0.1:0", overrides=settings)
+    return ClusterMember(config, MetadataImage(node_id=NODE, cluster_id="registration"), tmp_path)
+
+
+def replay(image: MetadataImage, index: int, *records: r.Record) -> None:
+    image.apply(index, r.encode(list(records)))
+
+
+def registration() -> r.RegisterBroker:
+    return r.RegisterBroker(NODE, EPOCH, "127.0.0.1", 9092, "127.0.0.1", 9093, "incarnation")
+
+
+def test_a_registration_fenced_before_it_is_replayed_is_given_up_at_once(
+    tmp_path: Path,
+) -> None:
+    async def run() -> None:
+        m = member(tmp_path)
+        waiting = asyncio.ensure_future(m._wait_applied(EPOCH))
+        await asyncio.sleep(0.3)  # a few failed heartbeats: the controller is cut off
+        assert not waiting.done()
+        replay(m.image, EPOCH, registration())
+        replay(m.image, EPOCH + 1, r.FenceBroker(NODE))
+        with pytest.raises(StaleBrokerEpoch):
+            await asyncio.wait_for(waiting, 5)  # before: 30 s, then TimeoutError
+        await m.channels.close()
+
+    asyncio.run(run())
+
+
+def test_a_registration_replayed_unfenced_ends_the_wait(tmp_path: Path) -> None:
+    async def run() -> None:
+        m = member(tmp_path)
+        waiting = asyncio.ensure_future(m._wait_applied(EPOCH))
+        await asyncio.sleep(0.3)
+        replay(m.image, EPOCH, registration())
+        await asyncio.wait_for(waiting, 5)
+        await m.channels.close()
+
+    asyncio.run(run())
