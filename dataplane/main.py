@@ -76,7 +76,21 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     await asyncio.wait([starting, fatal], return_when=asyncio.FIRST_COMPLETED)
     if fatal.done():
         halt(broker)
-    await starting
+    try:
+        await starting
+    except InvalidConfig as exc:
+        give_up(f"sluice-broker: {exc.message}", 2)
+    except Exception as exc:
+        # Exiting through asyncio.run would cancel every task the start left behind and
+        # wait for them; one stuck on the cause (a full disk) kept a registered broker
+        # alive but deaf until its supervisor killed it. Exit now: recovery reads the disk.
+        log.critical(
+            "start-up failed: %s; free disk space if it is full: the supervisor's restart "
+            "recovers this broker from what is on disk",
+            exc,
+            exc_info=not isinstance(exc, OSError),
+        )
+        give_up(f"sluice-broker: start-up failed: {exc}", 1)
     await server.start()
     bootstrap = asyncio.ensure_future(bootstrap_users(broker.cluster, users)) if users else None
     log.info(
@@ -113,6 +127,12 @@ def halt(broker: Broker) -> NoReturn:
     )
     logging.shutdown()
     os._exit(HALT_EXIT_CODE)
+
+
+def give_up(message: str, code: int) -> NoReturn:
+    print(message, file=sys.stderr, flush=True)
+    logging.shutdown()
+    os._exit(code)
 
 
 def keep_large_buffers_in_heap() -> None:

@@ -142,3 +142,24 @@ def test_a_metadata_log_that_fails_while_the_broker_joins_halts_it_at_once(
         assert limited.proc.wait(20) == 70, limited.logs()
     finally:
         limited.stop()
+
+
+def test_a_start_that_fails_after_registering_exits_at_once(tmp_path: Path) -> None:
+    """Found by the soak: a broker whose start-up failed after it had registered (its
+    usage spool on a disk still full) left asyncio.run cancelling the tasks the start had
+    begun, one of them stuck on the same disk; the process lived on, registered but deaf,
+    until its supervisor killed it. It exits at once now, saying why. Here the cause is a
+    spool marker that is not a number, which fails the start at the same step."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data).start()
+    broker.stop()
+    (data / "usage" / "incarnation").write_text("not a number\n")
+    failing = BrokerProcess(data, port=broker.port).spawn()
+    assert failing.proc is not None
+    try:
+        assert failing.proc.wait(60) == 1, failing.logs()
+        logs = failing.logs()
+        assert "start-up failed" in logs, logs
+        assert "not a number: remove it" in logs, logs
+    finally:
+        failing.stop()
