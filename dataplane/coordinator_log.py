@@ -28,8 +28,13 @@ from wire.errors import (
     BrokerError,
     CoordinatorNotAvailable,
     CorruptRecord,
+    KafkaStorageError,
     NotCoordinator,
+    NotEnoughReplicas,
+    NotEnoughReplicasAfterAppend,
+    NotLeaderOrFollower,
     RequestTimedOut,
+    UnknownTopicOrPartition,
 )
 from wire.record_batch import BatchHeader, decode_records, encode_batch, iter_headers
 
@@ -321,6 +326,28 @@ class CoordinatorLog:
 
 async def _all(waits: list[asyncio.Future[None]]) -> None:
     await asyncio.gather(*waits)
+
+
+def write_error(exc: BaseException, *, timeout_means_unavailable: bool) -> BrokerError:
+    """Kafka's answer to a coordinator whose state write failed, so that clients retry it
+    rather than give the operation up: too few replicas gives COORDINATOR_NOT_AVAILABLE
+    (with a timeout too, for the transaction log: TransactionStateManager), a lost
+    leadership or a storage error NOT_COORDINATOR, anything else its own error
+    (GroupMetadataManager.storeOffsets). The state is then not applied."""
+    unavailable: tuple[type[BaseException], ...] = (
+        NotEnoughReplicas,
+        NotEnoughReplicasAfterAppend,
+        UnknownTopicOrPartition,
+    )
+    if timeout_means_unavailable:
+        unavailable += (RequestTimedOut, TimeoutError)
+    if isinstance(exc, unavailable):
+        return CoordinatorNotAvailable(str(exc) or type(exc).__name__)
+    if isinstance(exc, NotLeaderOrFollower | KafkaStorageError | OSError):
+        return NotCoordinator(str(exc) or type(exc).__name__)
+    if isinstance(exc, BrokerError):
+        return exc
+    return RequestTimedOut(str(exc) or type(exc).__name__)
 
 
 def _chunks(records: list[Record], limit: int) -> Iterator[list[Record]]:

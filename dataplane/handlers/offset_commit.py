@@ -16,17 +16,12 @@ from kio.schema.errors import ErrorCode
 from kio.schema.offset_commit.v10 import response as resp
 
 from dataplane.authorizer import Operation
+from dataplane.coordinator_log import write_error
 from dataplane.groups.coordinator import OffsetCommitEntry
 from dataplane.handlers._groups import ZERO, coordinator_of, millis
 from dataplane.handlers.context import RequestContext
 from wire.errors import (
     BrokerError,
-    CoordinatorNotAvailable,
-    KafkaStorageError,
-    NotCoordinator,
-    NotEnoughReplicas,
-    NotEnoughReplicasAfterAppend,
-    NotLeaderOrFollower,
     TopicAuthorizationFailed,
     UnknownTopicId,
     UnknownTopicOrPartition,
@@ -110,22 +105,9 @@ async def _after_fsync(
         await durable
     except (OSError, BrokerError) as exc:
         log.warning("offset commit not durable: %s", exc)
-        failed = _commit_error(exc)
+        failed = write_error(exc, timeout_means_unavailable=False)
         answers = [(t, p, err if err is not None else failed) for t, p, err in answers]
     return _response(ctx, answers)
-
-
-def _commit_error(exc: BaseException) -> BrokerError:
-    """Kafka's answer to a commit whose write failed (GroupMetadataManager.storeOffsets):
-    the ISR too small gives COORDINATOR_NOT_AVAILABLE, a lost leadership or a storage error
-    NOT_COORDINATOR, anything else its own error (REQUEST_TIMED_OUT when the ISR did not
-    have it in time; the commit is then not applied)."""
-    if isinstance(exc, NotEnoughReplicas | NotEnoughReplicasAfterAppend):
-        return CoordinatorNotAvailable(str(exc))
-    if isinstance(exc, NotLeaderOrFollower | KafkaStorageError | OSError):
-        return NotCoordinator(str(exc))
-    assert isinstance(exc, BrokerError)
-    return exc
 
 
 def _response(ctx: RequestContext, answers: list[Answer]) -> Any:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from dataplane import clock
 from dataplane.cluster.image import Delta
-from dataplane.coordinator_log import CoordinatorLog, CoordinatorTopic
+from dataplane.coordinator_log import CoordinatorLog, CoordinatorTopic, write_error
 from dataplane.groups.storage import OFFSETS_TOPIC
 from dataplane.groups.storage import partition_for as group_partition
 from dataplane.transactions.markers import MarkerJob, MarkerSender
@@ -450,6 +450,11 @@ class TransactionCoordinator:
             )
             if durable is not None:
                 await durable
+        except (BrokerError, OSError) as exc:
+            # a client retries COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR with the same
+            # request; NOT_ENOUGH_REPLICAS or KAFKA_STORAGE_ERROR on EndTxn would make
+            # librdkafka abort a commit whose PREPARE_COMMIT may be in the log
+            raise write_error(exc, timeout_means_unavailable=True) from exc
         finally:
             meta.pending = False
         if value.producer_epoch != meta.producer_epoch or value.producer_id != meta.producer_id:
