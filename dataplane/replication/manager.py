@@ -35,6 +35,9 @@ TopicPartition = tuple[str, int]
 ISR_CHECK_INTERVAL = 0.1
 ISR_ANSWER_WAIT = 2.0
 """Seconds an ISR change waits to show in the metadata image before it counts as refused."""
+ROLE_RETRY_INTERVAL = 1.0
+"""Seconds between attempts to take a replica role that failed (a full disk): without them a
+follower that could not open its log would wait for the partition's next metadata change."""
 
 
 class ReplicaManager:
@@ -54,6 +57,9 @@ class ReplicaManager:
         self.channels = Channels(f"sluice-broker-{self.node_id}-replica", cluster.credentials)
         self._task: asyncio.Task[None] | None = None
         self._isr_requests: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._failed_roles: set[TopicPartition] = set()
+        """Partitions whose replica role could not be taken; retried every
+        ROLE_RETRY_INTERVAL until it is (or the metadata no longer asks for it)."""
         self.active = False
 
     # ------------------------------------------------------------------ lookups
@@ -115,8 +121,25 @@ class ReplicaManager:
         for key in sorted(keys):
             try:
                 self._reconcile(key)
+                self._failed_roles.discard(key)
             except (BrokerError, OSError) as exc:
-                log.error("%s-%d: cannot take the replica role: %s", key[0], key[1], exc)
+                log.error(
+                    "%s-%d: cannot take the replica role (retried every %.0f s): %s",
+                    *key,
+                    ROLE_RETRY_INTERVAL,
+                    exc,
+                )
+                self._failed_roles.add(key)
+
+    def _retry_failed_roles(self) -> None:
+        for key in sorted(self._failed_roles):
+            try:
+                self._reconcile(key)
+            except (BrokerError, OSError) as exc:
+                log.debug("%s-%d: replica role still failing: %s", *key, exc)
+                continue
+            self._failed_roles.discard(key)
+            log.info("%s-%d: replica role taken on a retry", *key)
 
     def _reconcile(self, key: TopicPartition) -> None:
         image = self.image
@@ -171,8 +194,12 @@ class ReplicaManager:
     # ------------------------------------------------------------------ ISR upkeep
 
     async def _isr_loop(self) -> None:
+        next_role_retry = 0.0
         while True:
             await asyncio.sleep(ISR_CHECK_INTERVAL)
+            if self._failed_roles and time.monotonic() >= next_role_retry:
+                next_role_retry = time.monotonic() + ROLE_RETRY_INTERVAL
+                self._retry_failed_roles()
             if self.cluster.epoch < 0:
                 continue
             now = time.monotonic()
