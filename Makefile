@@ -133,6 +133,7 @@ MINUTES ?= 30
 RAFT_SEEDS ?= 10000
 soak: venv
 	@tools/ensure-soak-deps.sh
+	@test -x $(VENV)/bin/py-spy || { echo "installing the soak extra (py-spy) into $(VENV)"; set -o pipefail; $(PIP) install --quiet -e '.[test,dev,soak]' 2>&1 | $(HIDE_EDITABLE_BOX); }
 	@status=0; \
 	$(PY) -m tests.chaos.soak $(foreach s,$(SEEDS),--seed $(s)) --minutes $(MINUTES) --record || status=1; \
 	$(PY) -m tests.chaos.raft_soak --seeds $(RAFT_SEEDS) --record || status=1; \

@@ -314,6 +314,7 @@ class Soak:
                     first[key] = e["t"] - healed
         if set(first) != partitions:
             self.describe_stuck(sorted(partitions - set(first)))
+            self.dump_stacks(path.parent)
             return window
         return max(first[k] for k in partitions)
 
@@ -334,6 +335,27 @@ class Soak:
                 + (f"leader {p.leader} isr {p.isrs} error {p.error}" if p else "no metadata")
             )
         log("no ack in the quiet window: " + "; ".join(states))
+
+    def dump_stacks(self, directory: Path) -> None:
+        """Every broker's threads (py-spy, the soak extra) after a quiet window in which a
+        partition acknowledged nothing: a broker blocked in a system call shows where."""
+        spy = shutil.which("py-spy", path=str(Path(sys.executable).parent))
+        if spy is None:
+            log("py-spy is not installed (pip install -e '.[soak]'): no broker stacks")
+            return
+        out = directory / f"stacks-{time.strftime('%H%M%S')}.txt"
+        with open(out, "w") as f:
+            for broker in self.topology.ids:
+                pid = self.broker_pid(broker)
+                f.write(f"=== broker {broker} (pid {pid})\n")
+                if pid is None:
+                    continue
+                dump = subprocess.run(
+                    [spy, "dump", "--pid", str(pid)],
+                    capture_output=True, text=True, timeout=60, check=False,
+                )  # fmt: skip
+                f.write(dump.stdout + dump.stderr)
+        log(f"broker stacks: {out}")
 
     def final_read(self, bootstrap: str, history: HistoryWriter, t0: float) -> None:
         log("waiting for the transactions left open to end (their timeout aborts them)")
