@@ -493,33 +493,28 @@ class ClusterMember:
         log.info("broker %d registered (epoch %d)", self.node_id, epoch)
 
     async def _wait_applied(self, epoch: int) -> None:
-        """Until this broker's image holds its registration of ``epoch``, heartbeating that
-        epoch meanwhile: the controller's session starts at the registration, and a broker
-        replaying a long metadata log (just restarted, or cut off when the answer came)
-        would otherwise be fenced before it got there and wait here in vain. Fenced
-        meanwhile: StaleBrokerEpoch, and the lifecycle registers again at once."""
-        interval = self.config.get_seconds("broker.heartbeat.interval.ms")
+        """Until this broker's image holds its registration of ``epoch``. No heartbeats
+        meanwhile: a broker that cannot replay the metadata log does not act on what it
+        leads, so the controller must fence it after a session timeout and move its
+        leaderships (Kafka keeps such a broker fenced). Once the image shows the
+        registration fenced: StaleBrokerEpoch, and the lifecycle registers again at once
+        (it used to wait out the full 30 s for an unfenced registration that could not
+        come)."""
         deadline = time.monotonic() + 30
-        next_beat = time.monotonic() + interval
         while True:
             mine = self.image.brokers.get(self.node_id)
             if mine is not None and mine.epoch >= epoch:
                 if not mine.fenced:
                     return
+                log.warning(
+                    "broker %d was fenced before it replayed its registration (epoch %d); "
+                    "registering again",
+                    self.node_id,
+                    epoch,
+                )
                 raise StaleBrokerEpoch(f"broker {self.node_id} was fenced after registering")
             if time.monotonic() > deadline:
                 raise TimeoutError("the metadata log did not reach this broker's registration")
-            if time.monotonic() >= next_beat:
-                next_beat = time.monotonic() + interval
-                fenced = False
-                try:
-                    fenced = await self._beat(epoch, timeout=2 * interval)
-                except StaleBrokerEpoch:
-                    raise
-                except (BrokerError, OSError, TimeoutError) as exc:
-                    log.debug("broker %d: heartbeat while replaying: %s", self.node_id, exc)
-                if fenced:
-                    raise StaleBrokerEpoch(f"broker {self.node_id} epoch {epoch} is fenced")
             await asyncio.sleep(0.02)
 
     async def _heartbeat(self) -> None:
@@ -531,7 +526,7 @@ class ClusterMember:
             log.warning("broker %d is fenced; registering again", self.node_id)
             self.epoch = -1
 
-    async def _beat(self, epoch: int, timeout: float = 2.0) -> bool:
+    async def _beat(self, epoch: int) -> bool:
         """One heartbeat for ``epoch``; True if the controller says this broker is fenced."""
         local = self.local_controller()
         if local is not None and local.active:
@@ -545,7 +540,7 @@ class ClusterMember:
                 want_shut_down=False,
                 offline_log_dirs=(),
             ),
-            timeout=timeout,
+            timeout=2,
         )
         if response.error_code == ErrorCode.stale_broker_epoch:
             raise StaleBrokerEpoch("stale broker epoch")
