@@ -39,6 +39,12 @@ SEAL_WORKERS = 2
 _FULL_UNTIL: dict[Path, float] = {}
 """Data directory -> until when (``time.monotonic``) every write to it is refused, after a
 write failed on its full disk (``log.dir.full.backoff.ms``)."""
+_FULL_LOGGED: dict[Path, float] = {}
+"""Data directory -> when its full disk was last logged as an error."""
+FULL_LOG_INTERVAL_S = 10.0
+"""A full disk is logged as an error at most once per this many seconds per data directory
+(every refused write of every partition, replicas' fetches included, would be hundreds of
+lines a second); the others at debug level."""
 
 
 class LocalLog:
@@ -88,12 +94,20 @@ class LocalLog:
             self.segments[-1].append_pieces(pieces, size, headers)
         except OSError as exc:
             if exc.errno in _DISK_FULL:
-                _FULL_UNTIL[self.directory.parent] = time.monotonic() + self.full_backoff_s
-                log.error(
-                    "%s: the disk of %s is full (%s): writes to it fail until space is freed",
+                now = time.monotonic()
+                parent = self.directory.parent
+                _FULL_UNTIL[parent] = now + self.full_backoff_s
+                quiet = now - _FULL_LOGGED.get(parent, -FULL_LOG_INTERVAL_S) < FULL_LOG_INTERVAL_S
+                if not quiet:
+                    _FULL_LOGGED[parent] = now
+                log.log(
+                    logging.DEBUG if quiet else logging.ERROR,
+                    "%s: the disk of %s is full (%s): writes to it fail until space is freed "
+                    "(logged at most every %.0f s)",
                     self.name,
-                    self.directory.parent,
+                    parent,
                     exc.strerror,
+                    FULL_LOG_INTERVAL_S,
                 )
                 raise LogDirFull(
                     f"{self.name}: no space left in {self.directory.parent} ({exc.strerror}); "

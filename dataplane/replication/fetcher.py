@@ -23,7 +23,7 @@ from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
-from wire.errors import BrokerError
+from wire.errors import BrokerError, LogDirFull
 
 if TYPE_CHECKING:
     from dataplane.config import BrokerConfig
@@ -306,7 +306,9 @@ class ReplicaFetcher:
             if records:
                 plog.append_replica(records)
         except BrokerError as exc:
-            log.warning("%s: cannot append fetched records: %s", plog.name, exc)
+            # a full disk is logged by the log itself, at most every few seconds
+            level = logging.DEBUG if isinstance(exc, LogDirFull) else logging.WARNING
+            log.log(level, "%s: cannot append fetched records: %s", plog.name, exc)
             f.truncated = False
             return False
         hw = int(part.high_watermark)  # type: ignore[attr-defined]
