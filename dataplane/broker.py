@@ -38,6 +38,7 @@ from dataplane.transactions.coordinator import TRANSACTIONS, TransactionCoordina
 from dataplane.transactions.markers import MarkerSender, MarkerWriter
 from dataplane.transforms.manager import TransformManager
 from wire.client import Channels
+from wire.compression import set_max_decompressed_bytes
 from wire.errors import InvalidConfig
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.get_int("node.id")
+        set_max_decompressed_bytes(config.get_int("message.max.decompressed.bytes"))
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         if config.get_str("controller.quorum.voters") and not config.get_str("cluster.id"):

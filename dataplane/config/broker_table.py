@@ -23,6 +23,7 @@ from dataplane.config.security_table import SECURITY_CONFIGS
 from dataplane.config.transform_table import TRANSFORM_CONFIGS
 from dataplane.config.usage_table import USAGE_CONFIGS
 from tiered.config import ObjectStoreSettings
+from wire.compression import MAX_DECOMPRESSED_BYTES
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -183,6 +184,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             1048588,
             "Largest record batch accepted (topic: max.message.bytes).",
             minimum=0,
+        ),
+        ConfigDef(
+            "message.max.decompressed.bytes",
+            I,
+            MAX_DECOMPRESSED_BYTES,
+            "Most bytes one batch's records may decompress to; a batch that would decompress "
+            "to more is refused with MESSAGE_TOO_LARGE, judged from its frames' headers "
+            "before it is decompressed (a decompression bomb). Sluice's own; Kafka has none.",
+            minimum=1024,
+            read_only=True,
         ),
         ConfigDef(
             "log.segment.bytes",
