@@ -71,8 +71,12 @@ class LeaderEpochCache:
         return "\n".join(lines) + "\n"
 
     def flush(self) -> None:
+        """Write the checkpoint, not fsynced: it changes at every leadership change, on the
+        event loop, and an fsync there stalled every partition of a broker behind a busy
+        disk (the soak). Nothing needs it durable: on load it is cut to the log, and rebuilt
+        from batch headers when it lags the log, is malformed or is empty."""
         if self.path is not None:
-            write_atomically(self.path, self.to_text().encode())
+            write_atomically(self.path, self.to_text().encode(), sync=False)
 
     # ------------------------------------------------------------------ queries
 

@@ -179,8 +179,9 @@ def test_become_leader_stamps_and_records_epochs(tmp_path: Path) -> None:
     assert entries(again) == [(0, 0), (4, 3), (7, 5)]
 
 
-@pytest.mark.parametrize("how", ["missing", "lagging", "garbage"])
+@pytest.mark.parametrize("how", ["missing", "lagging", "garbage", "empty"])
 def test_epoch_cache_rebuilt_from_batch_headers(tmp_path: Path, how: str) -> None:
+    """ "empty": the checkpoint is written without fsync; a crash can leave it so."""
     plog = open_named(tmp_path, segment_bytes=700, index_interval_bytes=100)
     expected = []
     offset = 0
@@ -197,6 +198,8 @@ def test_epoch_cache_rebuilt_from_batch_headers(tmp_path: Path, how: str) -> Non
         path.unlink()
     elif how == "lagging":
         path.write_text("0\n2\n0 0\n1 7\n")
+    elif how == "empty":
+        path.write_text("")
     else:
         path.write_text("0\n9\n")
     again = open_named(tmp_path, segment_bytes=700, index_interval_bytes=100)
