@@ -83,12 +83,12 @@ class Soak:
     """Broker faults at once (each on its own broker), beside the control-plane lane."""
     gap_s: tuple[float, float] = (0.1, 0.6)
     """Pause of a lane between two faults, uniform in this range (s)."""
-    length_s: tuple[float, float] = (0.3, 1.5)
+    length_s: tuple[float, float] = (0.3, 1.2)
     """How long a fault lasts before its heal, uniform in this range (s): short enough for
     30 minutes to give every kind its 200 faults (2 s gave about 190)."""
-    control_plane_gap_s: float = 4.0
+    control_plane_gap_s: float = 3.0
     """Pause of the control-plane lane between a restart and the next kill (s)."""
-    control_plane_down_s: float = 2.0
+    control_plane_down_s: float = 1.5
     """How long the control plane stays killed (s)."""
 
     @property
