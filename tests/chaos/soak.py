@@ -607,9 +607,28 @@ def inside(args: argparse.Namespace) -> int:
     if errors:
         print("client threads that died:", errors)
     if args.record:
-        with open(REPO / "bench" / "RESULTS.md", "a") as f:
-            f.write(f"\n### Soak {time.strftime('%Y-%m-%d')}, seed {args.seed}\n\n{text}\n")
+        record(REPO / "bench" / "RESULTS.md", f"### Soak {time.strftime('%Y-%m-%d')}, "
+               f"seed {args.seed}, commit {commit()}\n\n{text}")  # fmt: skip
     return 0 if result.ok and not errors else 1
+
+
+SOAK_END = "<!-- soak:end -->"
+
+
+def record(path: Path, body: str) -> None:
+    """Append ``body`` to the Soak section of ``path`` (before its end marker; at the end of
+    the file when there is none)."""
+    text = path.read_text() if path.exists() else ""
+    head, marker, tail = text.partition(SOAK_END)
+    path.write_text(head.rstrip("\n") + "\n\n" + body.strip("\n") + "\n" + marker + tail)
+
+
+def commit() -> str:
+    out = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return out.stdout.strip() or "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
