@@ -9,7 +9,9 @@ one-line :class:`CliError` with a hint, in one place, :func:`explain`, by the er
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -108,6 +110,40 @@ class Api:
 
     def close(self) -> None:
         self.client.close()
+
+
+def followed(stream: Any) -> Iterator[Any]:
+    """The items of a server-streaming call, read by a thread of their own so that Ctrl-C
+    reaches the main thread at once (a main thread blocked in gRPC's iterator may not see
+    the signal until the next item arrives, which for a followed log may be never). On
+    KeyboardInterrupt the call is cancelled and the interrupt raised again; a failure of the
+    call is raised here as the iterator raised it."""
+    items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1024)
+
+    def read() -> None:
+        try:
+            for item in stream:
+                items.put(("item", item))
+        except BaseException as exc:  # handed to the main thread, raised there
+            items.put(("error", exc))
+            return
+        items.put(("end", None))
+
+    threading.Thread(target=read, name="followed-stream", daemon=True).start()
+    try:
+        while True:
+            try:
+                kind, value = items.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    except KeyboardInterrupt:
+        stream.cancel()
+        raise
 
 
 def _token_refused(exc: ApiError, env: Env) -> CliError:

@@ -8,7 +8,7 @@ import click
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cli.client import Api, ApiError, Env, explain
+from cli.client import Api, ApiError, Env, explain, followed
 from cli.formats import log_line_json, log_line_text
 from cli.options import cluster_argument, output_option
 from cli.output import emit_item, progress
@@ -62,7 +62,7 @@ def logs(
     )
     prefix = broker_id is None
     try:
-        for chunk in stream:
+        for chunk in followed(stream):
             if chunk.omitted:
                 progress(
                     f"cloudctl: note: {chunk.omitted} earlier line(s) left out (--tail, or the "

@@ -12,7 +12,7 @@ import click
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cli.client import Api, ApiError, Env, explain
+from cli.client import Api, ApiError, Env, explain, followed
 from cli.options import cluster_option, confirm, delete_options, output_option
 from cli.output import CliError, emit, emit_item, fields, progress, table
 from cli.timeopt import TIME
@@ -366,7 +366,7 @@ def transform_logs(
         timeout=FOLLOW_TIMEOUT if follow else LOGS_TIMEOUT,
     )
     try:
-        for line in stream:
+        for line in followed(stream):
             emit_item(output, log_line_json(line), log_line_text(line))
     except grpc.RpcError as exc:
         raise explain(ApiError.from_rpc(exc, api.endpoint), env) from None
