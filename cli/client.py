@@ -116,8 +116,8 @@ def followed(stream: Any) -> Iterator[Any]:
     """The items of a server-streaming call, read by a thread of their own so that Ctrl-C
     reaches the main thread at once (a main thread blocked in gRPC's iterator may not see
     the signal until the next item arrives, which for a followed log may be never). On
-    KeyboardInterrupt the call is cancelled and the interrupt raised again; a failure of the
-    call is raised here as the iterator raised it."""
+    KeyboardInterrupt, or when the caller stops early, the call is cancelled; a failure of
+    the call is raised here as the iterator raised it."""
     items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1024)
 
     def read() -> None:
@@ -130,6 +130,7 @@ def followed(stream: Any) -> Iterator[Any]:
         items.put(("end", None))
 
     threading.Thread(target=read, name="followed-stream", daemon=True).start()
+    ended = False
     try:
         while True:
             try:
@@ -137,13 +138,15 @@ def followed(stream: Any) -> Iterator[Any]:
             except queue.Empty:
                 continue
             if kind == "end":
+                ended = True
                 return
             if kind == "error":
+                ended = True
                 raise value
             yield value
-    except KeyboardInterrupt:
-        stream.cancel()
-        raise
+    finally:
+        if not ended:  # Ctrl-C, or the caller stopped early
+            stream.cancel()
 
 
 def _token_refused(exc: ApiError, env: Env) -> CliError:
