@@ -150,11 +150,20 @@ class Partition:
             or self.state is None
             or (self.state.leader_epoch != state.leader_epoch)
         )
-        self.state = state
         if new_term:
+            # A term starts whole or not at all: when the log cannot record the epoch (a
+            # full disk), this replica must not lead with its previous term's followers and
+            # offsets. The soak found such a half leader taking writes at the new epoch and
+            # acknowledging records its followers did not have. The replica manager retries.
+            self.is_leader = False
+            try:
+                self.plog.become_leader(state.leader_epoch)
+            except BaseException:
+                self.state = None
+                raise
+            self.state = state
             self.is_leader = True
             self.plog.auto_high_watermark = False
-            self.plog.become_leader(state.leader_epoch)
             self.epoch_start_offset = self.plog.log_end_offset
             now = time.monotonic()
             self.followers = {
@@ -168,6 +177,7 @@ class Partition:
                 self.plog.log_end_offset,
             )
         else:
+            self.state = state
             now = time.monotonic()
             for b in state.replicas:
                 if b != self.node_id and b not in self.followers:

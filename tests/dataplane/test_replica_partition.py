@@ -4,15 +4,17 @@ follower the controller may add, and then elect, never lacks an acknowledged rec
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from dataplane.cluster.image import PartitionState
+from dataplane.log.leader_epochs import CHECKPOINT_FILE
 from dataplane.replication.partition import Partition
 from tests.dataplane.test_log_partition import fill
 from tests.dataplane.test_log_replication import open_named
-from wire.errors import OffsetNotAvailable
+from wire.errors import NotLeaderOrFollower, OffsetNotAvailable
 
 
 def state(isr: tuple[int, ...], partition_epoch: int = 0) -> PartitionState:
@@ -92,3 +94,27 @@ def test_a_new_leader_does_not_know_its_high_watermark_until_the_followers_fetch
     assert part.plog.high_watermark == 10
     assert part.high_watermark_known
     part.check_high_watermark_known()
+
+
+def test_a_term_the_log_cannot_record_is_not_led_at_all(tmp_path: Path) -> None:
+    """Found by the soak: a replica elected leader on a full disk failed to write its
+    leader-epoch checkpoint half way through taking the role, yet stayed leader with its
+    previous term's followers, took writes at the new epoch and acknowledged records its
+    followers did not have. A term now starts whole or not at all."""
+    part = leader(tmp_path, (1, 2))
+    part.record_follower_fetch(2, 10, 1.0)
+    assert part.plog.high_watermark == 10
+    part.become_follower(state((1, 2)))
+    blocker = part.plog.directory / (CHECKPOINT_FILE + ".tmp")
+    blocker.mkdir()  # the checkpoint cannot be written (as on a full disk)
+    new_term = dataclasses.replace(state((1, 2)), leader_epoch=1)
+    with pytest.raises(OSError):
+        part.become_leader(new_term)
+    assert not part.is_leader
+    with pytest.raises(NotLeaderOrFollower):
+        part.check_leader(-1)
+    blocker.rmdir()
+    part.become_leader(new_term)  # the replica manager's retry
+    assert part.is_leader
+    assert part.state == new_term
+    assert part.plog.end_offset_for_epoch(1)[0] == 1
