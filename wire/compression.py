@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 
@@ -57,65 +58,67 @@ def _le(data: bytes, pos: int, size: int) -> int:
     return int.from_bytes(data[pos : pos + size], "little")
 
 
-def _zstd_bound(data: bytes) -> int:
-    """At least what the zstd frames of ``data`` decompress to, from their block headers
-    alone (RFC 8878): a raw or RLE block by its size, a compressed one by the block maximum."""
+def _frames(
+    data: bytes, magic: int, name: str, walk: Callable[[bytes, int], tuple[int, int]]
+) -> int:
+    """The sum of the bounds ``walk(data, pos)`` gives for the frames of ``data`` that
+    start with ``magic`` (skippable frames passed over); ``walk`` also gives where the
+    frame ends."""
     pos, total = 0, 0
     while pos < len(data):
-        magic = _le(data, pos, 4)
-        if magic in _SKIPPABLE:
+        found = _le(data, pos, 4)
+        if found in _SKIPPABLE:
             pos += 8 + _le(data, pos + 4, 4)
             continue
-        if magic != _ZSTD_MAGIC:
-            raise CorruptRecord("not a zstd frame")
-        descriptor = _le(data, pos + 4, 1)
-        single_segment = descriptor >> 5 & 1
-        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
-        pos += (single_segment, 2, 4, 8)[descriptor >> 6]
-        last = 0
-        while not last:
-            block = _le(data, pos, 3)
-            last, kind, size = block & 1, block >> 1 & 3, block >> 3
-            pos += 3
-            if kind == 0:  # raw
-                total, pos = total + size, pos + size
-            elif kind == 1:  # RLE: one byte, repeated size times
-                total, pos = total + size, pos + 1
-            elif kind == 2:  # compressed
-                total, pos = total + _ZSTD_BLOCK_MAX, pos + size
-            else:
-                raise CorruptRecord("zstd block of the reserved type")
-        pos += 4 if descriptor >> 2 & 1 else 0  # content checksum
+        if found != magic:
+            raise CorruptRecord(f"not a {name} frame")
+        bound, pos = walk(data, pos)
+        total += bound
     return total
 
 
-def _lz4_bound(data: bytes) -> int:
-    """At least what the LZ4 frames of ``data`` decompress to: each block by its frame's
-    block maximum size (or its own size when stored uncompressed)."""
-    pos, total = 0, 0
-    while pos < len(data):
-        magic = _le(data, pos, 4)
-        if magic in _SKIPPABLE:
-            pos += 8 + _le(data, pos + 4, 4)
-            continue
-        if magic != _LZ4_MAGIC:
-            raise CorruptRecord("not an LZ4 frame")
-        flags, descriptor = _le(data, pos + 4, 1), _le(data, pos + 5, 1)
-        block_max = _LZ4_BLOCK_MAX.get(descriptor >> 4 & 7)
-        if block_max is None:
-            raise CorruptRecord("LZ4 frame with an invalid block maximum size")
-        pos += 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0) + 1
-        while True:
-            size = _le(data, pos, 4)
-            pos += 4
-            if size == 0:  # end mark
-                break
-            stored = size & 0x80000000
-            size &= 0x7FFFFFFF
-            total += size if stored else block_max
-            pos += size + (4 if flags & 0x10 else 0)
-        pos += 4 if flags & 0x04 else 0  # content checksum
-    return total
+def _zstd_frame(data: bytes, pos: int) -> tuple[int, int]:
+    """At least what one zstd frame decompresses to, from its block headers alone (RFC
+    8878): a raw or RLE block by its size, a compressed one by the block maximum."""
+    descriptor = _le(data, pos + 4, 1)
+    single_segment = descriptor >> 5 & 1
+    pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+    pos += (single_segment, 2, 4, 8)[descriptor >> 6]
+    total, last = 0, 0
+    while not last:
+        block = _le(data, pos, 3)
+        last, kind, size = block & 1, block >> 1 & 3, block >> 3
+        pos += 3
+        if kind == 0:  # raw
+            total, pos = total + size, pos + size
+        elif kind == 1:  # RLE: one byte, repeated size times
+            total, pos = total + size, pos + 1
+        elif kind == 2:  # compressed
+            total, pos = total + _ZSTD_BLOCK_MAX, pos + size
+        else:
+            raise CorruptRecord("zstd block of the reserved type")
+    return total, pos + (4 if descriptor >> 2 & 1 else 0)  # content checksum
+
+
+def _lz4_frame(data: bytes, pos: int) -> tuple[int, int]:
+    """At least what one LZ4 frame decompresses to: each block by the frame's block maximum
+    size (or its own size when stored uncompressed)."""
+    flags, descriptor = _le(data, pos + 4, 1), _le(data, pos + 5, 1)
+    block_max = _LZ4_BLOCK_MAX.get(descriptor >> 4 & 7)
+    if block_max is None:
+        raise CorruptRecord("LZ4 frame with an invalid block maximum size")
+    pos += 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0) + 1
+    total = 0
+    while True:
+        size = _le(data, pos, 4)
+        pos += 4
+        if size == 0:  # end mark
+            break
+        stored = size & 0x80000000
+        size &= 0x7FFFFFFF
+        total += size if stored else block_max
+        pos += size + (4 if flags & 0x10 else 0)
+    return total, pos + (4 if flags & 0x04 else 0)  # content checksum
 
 
 def _varint(data: bytes, pos: int) -> int:
@@ -185,10 +188,10 @@ def decompress(codec: int, data: bytes, limit: int | None = None) -> bytes:
         if codec == CODEC_SNAPPY:
             return _snappy_decompress(data, cap)
         if codec == CODEC_LZ4:
-            _check(codec, _lz4_bound(data), cap)
+            _check(codec, _frames(data, _LZ4_MAGIC, "LZ4", _lz4_frame), cap)
             return bytes(cramjam.lz4.decompress(data))
         if codec == CODEC_ZSTD:
-            _check(codec, _zstd_bound(data), cap)
+            _check(codec, _frames(data, _ZSTD_MAGIC, "zstd", _zstd_frame), cap)
             return bytes(cramjam.zstd.decompress(data))
     except (DecompressionLimit, CorruptRecord):
         raise
