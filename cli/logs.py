@@ -73,7 +73,7 @@ def logs(
     except grpc.RpcError as exc:
         raise explain(ApiError.from_rpc(exc, api.endpoint), env) from None
     except KeyboardInterrupt:
-        stream.cancel()
+        pass  # followed() cancelled the call
     finally:
         api.close()
 

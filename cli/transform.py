@@ -371,7 +371,7 @@ def transform_logs(
     except grpc.RpcError as exc:
         raise explain(ApiError.from_rpc(exc, api.endpoint), env) from None
     except KeyboardInterrupt:
-        stream.cancel()
+        pass  # followed() cancelled the call
     finally:
         api.close()
 

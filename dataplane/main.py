@@ -79,7 +79,8 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     try:
         await starting
     except InvalidConfig as exc:
-        give_up(f"sluice-broker: {exc.message}", 2)
+        print(f"sluice-broker: {exc.message}", file=sys.stderr, flush=True)
+        exit_now(2)
     except Exception as exc:
         # Exiting through asyncio.run would cancel every task the start left behind and
         # wait for them; one stuck on the cause (a full disk) kept a registered broker
@@ -90,7 +91,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             exc,
             exc_info=not isinstance(exc, OSError),
         )
-        give_up(f"sluice-broker: start-up failed: {exc}", 1)
+        exit_now(1)
     await server.start()
     bootstrap = asyncio.ensure_future(bootstrap_users(broker.cluster, users)) if users else None
     log.info(
@@ -125,12 +126,11 @@ def halt(broker: Broker) -> NoReturn:
         "is full: the supervisor's restart recovers this broker from what is on disk",
         broker.cluster.failure,
     )
-    logging.shutdown()
-    os._exit(HALT_EXIT_CODE)
+    exit_now(HALT_EXIT_CODE)
 
 
-def give_up(message: str, code: int) -> NoReturn:
-    print(message, file=sys.stderr, flush=True)
+def exit_now(code: int) -> NoReturn:
+    """Exit without unwinding asyncio (its clean-up would wait on tasks stuck on the cause)."""
     logging.shutdown()
     os._exit(code)
 

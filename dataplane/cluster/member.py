@@ -518,33 +518,30 @@ class ClusterMember:
             await asyncio.sleep(0.02)
 
     async def _heartbeat(self) -> None:
+        local = self.local_controller()
         try:
-            fenced = await self._beat(self.epoch)
+            if local is not None and local.active:
+                fenced = local.heartbeat(self.node_id, self.epoch)
+            else:
+                response = await self.send_to_controller(
+                    heartbeat_req.BrokerHeartbeatRequest(
+                        broker_id=BrokerId(self.node_id),
+                        broker_epoch=i64(self.epoch),
+                        current_metadata_offset=i64(self.image.applied_index),
+                        want_fence=False,
+                        want_shut_down=False,
+                        offline_log_dirs=(),
+                    ),
+                    timeout=2,
+                )
+                if response.error_code == ErrorCode.stale_broker_epoch:
+                    raise StaleBrokerEpoch("stale broker epoch")
+                fenced = bool(response.is_fenced)
         except StaleBrokerEpoch:
             fenced = True
         if fenced:
             log.warning("broker %d is fenced; registering again", self.node_id)
             self.epoch = -1
-
-    async def _beat(self, epoch: int) -> bool:
-        """One heartbeat for ``epoch``; True if the controller says this broker is fenced."""
-        local = self.local_controller()
-        if local is not None and local.active:
-            return local.heartbeat(self.node_id, epoch)
-        response = await self.send_to_controller(
-            heartbeat_req.BrokerHeartbeatRequest(
-                broker_id=BrokerId(self.node_id),
-                broker_epoch=i64(epoch),
-                current_metadata_offset=i64(self.image.applied_index),
-                want_fence=False,
-                want_shut_down=False,
-                offline_log_dirs=(),
-            ),
-            timeout=2,
-        )
-        if response.error_code == ErrorCode.stale_broker_epoch:
-            raise StaleBrokerEpoch("stale broker epoch")
-        return bool(response.is_fenced)
 
     # ------------------------------------------------------------------ partition changes
 

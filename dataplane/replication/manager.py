@@ -119,26 +119,28 @@ class ReplicaManager:
                 # a leader's address may have changed (re-registration after a restart)
                 keys |= {k for k, part in self.partitions.items() if not part.is_leader}
         for key in sorted(keys):
-            try:
-                self._reconcile(key)
-                self._failed_roles.discard(key)
-            except (BrokerError, OSError) as exc:
+            self._take_role(key)
+
+    def _take_role(self, key: TopicPartition) -> None:
+        """Reconcile ``key``; a failure is logged (at error level the first time) and the
+        partition retried every ROLE_RETRY_INTERVAL by the ISR loop."""
+        retry = key in self._failed_roles
+        try:
+            self._reconcile(key)
+        except (BrokerError, OSError) as exc:
+            self._failed_roles.add(key)
+            if retry:
+                log.debug("%s-%d: replica role still failing: %s", *key, exc)
+            else:
                 log.error(
                     "%s-%d: cannot take the replica role (retried every %.0f s): %s",
                     *key,
                     ROLE_RETRY_INTERVAL,
                     exc,
                 )
-                self._failed_roles.add(key)
-
-    def _retry_failed_roles(self) -> None:
-        for key in sorted(self._failed_roles):
-            try:
-                self._reconcile(key)
-            except (BrokerError, OSError) as exc:
-                log.debug("%s-%d: replica role still failing: %s", *key, exc)
-                continue
-            self._failed_roles.discard(key)
+            return
+        self._failed_roles.discard(key)
+        if retry:
             log.info("%s-%d: replica role taken on a retry", *key)
 
     def _reconcile(self, key: TopicPartition) -> None:
@@ -199,7 +201,8 @@ class ReplicaManager:
             await asyncio.sleep(ISR_CHECK_INTERVAL)
             if self._failed_roles and time.monotonic() >= next_role_retry:
                 next_role_retry = time.monotonic() + ROLE_RETRY_INTERVAL
-                self._retry_failed_roles()
+                for key in sorted(self._failed_roles):
+                    self._take_role(key)
             if self.cluster.epoch < 0:
                 continue
             now = time.monotonic()
