@@ -37,7 +37,6 @@ from dataplane.security.listeners import parse_listeners
 from dataplane.transactions.coordinator import TRANSACTIONS, TransactionCoordinator
 from dataplane.transactions.markers import MarkerSender, MarkerWriter
 from dataplane.transforms.manager import TransformManager
-from wire.client import Channels
 from wire.compression import set_max_decompressed_bytes
 from wire.errors import InvalidConfig
 
@@ -95,7 +94,7 @@ class Broker:
                 config,
                 self.metadata,
                 self.marker_writer,
-                Channels(f"sluice-broker-{self.node_id}-txn", self.cluster.credentials),
+                self.cluster.new_channels("txn"),
             ),
         )
         self.transforms = TransformManager(

@@ -3,6 +3,7 @@
 #   kafkacat      Debian's package of kcat (librdkafka's CLI); tests skip without it
 #   redis-server  benchmarks only (best effort)
 #   iperf3        benchmarks only (best effort)
+#   nftables      the stalled-connection test drops packets in a namespace it makes (as root)
 # Never fails the build: when apt-get is missing or fails it prints a warning and exits 0, and the
 # tests that need the tool skip with a reason. Non-interactive (works as root, CI=true, no stdin).
 set -uo pipefail
@@ -23,10 +24,11 @@ missing=()
 have_kcat || missing+=(kafkacat)
 have redis-server || missing+=(redis-server)
 have iperf3 || missing+=(iperf3)
+have nft || missing+=(nftables)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
     link_kcat
-    echo "system deps: kcat, redis-server, iperf3 already installed"
+    echo "system deps: kcat, redis-server, iperf3, nft already installed"
     exit 0
 fi
 

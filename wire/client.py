@@ -18,6 +18,11 @@ request classes name their response class in ``__response_schema__``).
   id, connected on first use and again after a failure (brokers talking to brokers, the
   control plane talking to brokers). A failure to connect is :class:`ConnectFailed`
   (nothing was sent); a connection lost with requests in flight fails them with OSError.
+  A request that times out closes its connection, as Kafka's NetworkClient does: a peer
+  that stopped answering on it (killed behind a partition, its reset never delivered) is
+  not waited on again, and the next request opens a new one. With ``unacked_timeout_ms``
+  the kernel also drops a connection whose sent bytes stay unacknowledged that long
+  (:func:`bound_unacked`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,19 @@ from wire.sasl import ClientSecurity, SaslCredentials, SaslFailed, exchange
 SIZE = struct.Struct(">i")
 MAX_RESPONSE = 256 * 1024 * 1024
 """Largest response frame a client accepts (a broker's fetch.max.bytes is far below)."""
+
+
+def bound_unacked(sock: socket.socket | None, timeout_ms: int | None) -> None:
+    """Have the kernel drop ``sock`` once bytes sent on it stay unacknowledged for
+    ``timeout_ms`` (TCP_USER_TIMEOUT, Linux). Without it a connection to a peer that died
+    behind a network partition keeps its bytes in retransmission backoff, seconds apart
+    and for up to 15 minutes, after the partition heals. None or 0: the kernel's default;
+    a platform without the option is left alone."""
+    option = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if sock is None or not timeout_ms or option is None:
+        return
+    with contextlib.suppress(OSError):  # not TCP (a Unix socket in a test)
+        sock.setsockopt(socket.IPPROTO_TCP, option, timeout_ms)
 
 
 class ConnectFailed(OSError):
@@ -204,12 +222,17 @@ class Channel:
         client_id: str,
         connect_timeout: float = 2.0,
         credentials: SaslCredentials | None = None,
+        unacked_timeout_ms: int | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.credentials = credentials
+        self.unacked_timeout_ms = unacked_timeout_ms
+        """See :func:`bound_unacked` (None: the kernel's default)."""
+        self.timeouts = 0
+        """Requests that timed out, each closing its connection."""
         """SASL credentials each new connection authenticates with (None: it does not)."""
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
@@ -233,6 +256,13 @@ class Channel:
         writer.write(encode_request(request, correlation, self.client_id))
         try:
             return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            # the peer stopped answering on this connection: do not wait on it again
+            self.timeouts += 1
+            if self._writer is writer:
+                self._writer = None
+            writer.close()
+            raise
         finally:
             self._pending.pop(correlation, None)
 
@@ -253,6 +283,7 @@ class Channel:
             except OSError as exc:  # TimeoutError included
                 why = exc or type(exc).__name__
                 raise ConnectFailed(f"cannot connect to {self.host}:{self.port}: {why}") from exc
+            bound_unacked(writer.get_extra_info("socket"), self.unacked_timeout_ms)
             if self.credentials is not None:
                 try:
                     await asyncio.wait_for(
@@ -340,9 +371,16 @@ class Channel:
 class Channels:
     """One channel per (purpose, broker address), created on demand."""
 
-    def __init__(self, client_id: str, credentials: SaslCredentials | None = None) -> None:
+    def __init__(
+        self,
+        client_id: str,
+        credentials: SaslCredentials | None = None,
+        *,
+        unacked_timeout_ms: int | None = None,
+    ) -> None:
         self.client_id = client_id
         self.credentials = credentials
+        self.unacked_timeout_ms = unacked_timeout_ms
         self._channels: dict[tuple[str, str, int], Channel] = {}
 
     def get(self, purpose: str, host: str, port: int) -> Channel:
@@ -350,7 +388,11 @@ class Channels:
         channel = self._channels.get(key)
         if channel is None or channel.closed:
             channel = self._channels[key] = Channel(
-                host, port, client_id=self.client_id, credentials=self.credentials
+                host,
+                port,
+                client_id=self.client_id,
+                credentials=self.credentials,
+                unacked_timeout_ms=self.unacked_timeout_ms,
             )
         return channel
 

@@ -135,7 +135,7 @@ class ClusterMember:
         self.controller: QuorumController | None = None
         self.credentials = inter_broker_credentials(config)
         """What this broker authenticates with on other brokers' inter-broker listener."""
-        self.channels = Channels(f"sluice-broker-{self.node_id}", self.credentials)
+        self.channels = self.new_channels("")
         self._tasks: list[asyncio.Task[None]] = []
         self._registered = asyncio.Event()
         self.fatal = asyncio.Event()
@@ -146,6 +146,16 @@ class ClusterMember:
         self.endpoints: dict[str, list[Any]] = {}
         """Every Kafka listener's advertised [host, port] by name, registered with this
         broker (set by the broker from ``listeners``)."""
+
+    def new_channels(self, purpose: str) -> Channels:
+        """Channels to other brokers' inter-broker listeners, for one purpose (its client
+        id's suffix): authenticated as this broker, stalled connections bounded."""
+        suffix = f"-{purpose}" if purpose else ""
+        return Channels(
+            f"sluice-broker-{self.node_id}{suffix}",
+            self.credentials,
+            unacked_timeout_ms=self.config.get_int("inter.broker.unacked.timeout.ms"),
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -158,7 +168,12 @@ class ClusterMember:
             addresses = dict(self.voters)
             addresses[self.node_id] = self.raft_address
             secret = None if self.credentials is None else self.credentials.password.encode()
-            transport = TcpTransport(self.node_id, addresses, secret=secret)
+            transport = TcpTransport(
+                self.node_id,
+                addresses,
+                secret=secret,
+                unacked_timeout_ms=self.config.get_int("controller.quorum.request.timeout.ms"),
+            )
         self.raft = RaftServer(
             self.node_id,
             voters,

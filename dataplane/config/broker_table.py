@@ -64,6 +64,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "controller.quorum.request.timeout.ms",
+            I,
+            2000,
+            "A Raft connection whose sent bytes stay unacknowledged this long is dropped and "
+            "opened again (TCP_USER_TIMEOUT): a peer that died behind a network partition is "
+            "reached again as soon as it is back, not after the kernel's retransmission backoff.",
+            minimum=100,
+            read_only=True,
+        ),
+        ConfigDef(
+            "inter.broker.unacked.timeout.ms",
+            I,
+            3000,
+            "The same bound for a broker's connections to other brokers (replication, the "
+            "active controller, transaction markers, transforms); a request that times out "
+            "also closes its connection, as Kafka's clients do. 0: the kernel's default "
+            "(about 15 minutes).",
+            minimum=0,
+            read_only=True,
+        ),
+        ConfigDef(
             "broker.heartbeat.interval.ms",
             I,
             250,

@@ -16,6 +16,13 @@ random 32-byte nonce and the connecting side answers HMAC-SHA256(secret, label |
 a wrong answer closes the connection (logged), so a process that can reach the port cannot
 vote or append without the cluster's credentials.
 
+A frame written to a connection whose peer died behind a network partition (its reset
+never delivered) sits in the kernel's retransmission backoff, seconds apart, after the
+partition heals; every frame behind it waits too, and a leader's appends stall though the
+peer is back. With ``unacked_timeout_ms`` (``controller.quorum.request.timeout.ms`` in a
+broker) the kernel drops such a connection once its bytes stay unacknowledged that long,
+and the next frame opens a new one.
+
 ``LocalTransport`` is for a lone voter without learners: it listens nowhere and sends
 nothing.
 """
@@ -28,6 +35,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import socket
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -96,9 +104,13 @@ class TcpTransport:
         queue_limit: int = 10_000,
         connect_timeout: float = 1.0,
         secret: bytes | None = None,
+        unacked_timeout_ms: int | None = None,
     ) -> None:
         self.node_id = node_id
         self.secret = secret
+        self.unacked_timeout_ms = unacked_timeout_ms
+        self.connections_lost = 0
+        """Outbound connections that failed (refused, reset, or dropped as stalled)."""
         self.addresses = dict(addresses)
         self.queue_limit = queue_limit
         self.connect_timeout = connect_timeout
@@ -233,6 +245,13 @@ class _Peer:
         self.wakeup = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
+    def _bound_unacked(self, sock: socket.socket | None) -> None:
+        """TCP_USER_TIMEOUT (Linux) on a new connection; see the module docstring."""
+        timeout_ms = self.transport.unacked_timeout_ms
+        option = getattr(socket, "TCP_USER_TIMEOUT", None)
+        if sock is not None and timeout_ms and option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, timeout_ms)
+
     def push(self, frame: bytes) -> None:
         if len(self.queue) >= self.transport.queue_limit:
             self.queue.popleft()
@@ -255,6 +274,7 @@ class _Peer:
                 async with asyncio.timeout(self.transport.connect_timeout):
                     reader, connected = await asyncio.open_connection(*self.address)
                     writer = connected
+                    self._bound_unacked(connected.get_extra_info("socket"))
                     if self.transport.secret is not None:
                         nonce = await reader.readexactly(NONCE_BYTES)
                         connected.write(proof(self.transport.secret, nonce))
@@ -272,6 +292,7 @@ class _Peer:
             except Exception as exc:  # OSError, or RuntimeError from uvloop
                 # The peer is down: what was queued is stale by the time it is back.
                 log.debug("raft: connection to %s lost: %r", self.address, exc)
+                self.transport.connections_lost += 1
                 self.transport.dropped += len(self.queue)
                 self.queue.clear()
                 await asyncio.sleep(backoff)

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from dataplane.cluster.image import Delta
 from dataplane.replication.fetcher import ReplicaFetcher
 from dataplane.replication.partition import Partition
-from wire.client import Channels
 from wire.errors import BrokerError, NotLeaderOrFollower, UnknownTopicOrPartition
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class ReplicaManager:
         state (the remote tier, when this broker has one; set by the broker)."""
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.channels = Channels(f"sluice-broker-{self.node_id}-replica", cluster.credentials)
+        self.channels = cluster.new_channels("replica")
         self._task: asyncio.Task[None] | None = None
         self._isr_requests: dict[TopicPartition, asyncio.Task[None]] = {}
         self._failed_roles: set[TopicPartition] = set()

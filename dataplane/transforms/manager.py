@@ -36,7 +36,6 @@ from dataplane.transforms.producer import OutputProducer
 from dataplane.transforms.progress import Progress
 from dataplane.transforms.runner import Instance, Runner, RunnerContext, RunnerState
 from transforms import CompiledModule, Limits, Runtime, TransformSpec, validate_module
-from wire.client import Channels
 from wire.record_batch import Record
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ class TransformManager:
         self.replicas = replicas
         self.producer_ids = producer_ids
         self.enabled = config.get_bool("transforms.enable")
-        self.channels = Channels(f"sluice-broker-{image.node_id}-transforms", cluster.credentials)
+        self.channels = cluster.new_channels("transforms")
         timeout = config.get_seconds("transforms.produce.timeout.ms")
         self.limits = Limits.from_config({k: config.get_int(k) for k in ENGINE_KEYS})
         self.modules = ModuleStore(

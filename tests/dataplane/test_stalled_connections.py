@@ -1,0 +1,247 @@
+"""Connections between brokers that stop moving are dropped and opened again.
+
+A peer that died behind a network partition never delivers its reset: bytes sent to it sit
+in the kernel's retransmission backoff (seconds apart, for up to 15 minutes), and every
+frame behind them waits, so a Raft leader's appends or a follower's fetches stall after
+the partition heals. The soak found a 10-second stall of this kind. Two bounds now apply:
+TCP_USER_TIMEOUT on Raft and inter-broker connections, and a request that times out
+closes its connection (as Kafka's NetworkClient does).
+
+The blackhole test builds a network namespace of its own (a veth pair, an nftables rule
+in the namespace) and removes it after; it needs root and ``nft`` (``make test`` installs
+nftables)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from dataplane.config import BrokerConfig
+from dataplane.raft.transport import TcpTransport
+from dataplane.raft.types import AppendRequest, Entry
+from tests.support.processes import free_port
+from wire.client import Channel
+
+SINK = """
+import socket, sys
+server = socket.create_server((sys.argv[1], int(sys.argv[2])))
+print("listening", flush=True)
+while True:
+    conn, _ = server.accept()
+    print("accepted", flush=True)
+    conn.setblocking(False)
+    import threading
+    def drain(c=conn):
+        c.setblocking(True)
+        while c.recv(65536):
+            pass
+    threading.Thread(target=drain, daemon=True).start()
+"""
+"""A peer that accepts connections, reads and discards, and says when it accepts."""
+
+
+PROBE = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+
+
+def run(*args: str, ns: str | None = None) -> None:
+    prefix = ["ip", "netns", "exec", ns] if ns else []
+    subprocess.run([*prefix, *args], check=True, capture_output=True, text=True)
+
+
+class Namespace:
+    """A network namespace joined to this one by a veth pair (10.213.N.1 here, .2 there)."""
+
+    def __init__(self) -> None:
+        tag = secrets.token_hex(3)
+        self.name = f"slt-{tag}"
+        self.link = f"slt{tag}"
+        subnet = int(tag, 16) % 250 + 1
+        self.here = f"10.213.{subnet}.1"
+        self.there = f"10.213.{subnet}.2"
+
+    def create(self) -> None:
+        run("ip", "netns", "add", self.name)
+        run(
+            "ip",
+            "link",
+            "add",
+            self.link,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            self.name,
+        )
+        run("ip", "addr", "add", f"{self.here}/30", "dev", self.link)
+        run("ip", "link", "set", self.link, "up")
+        run("ip", "addr", "add", f"{self.there}/30", "dev", "eth0", ns=self.name)
+        run("ip", "link", "set", "eth0", "up", ns=self.name)
+        run("ip", "link", "set", "lo", "up", ns=self.name)
+
+    def blackhole(self, on: bool) -> None:
+        """Drop every packet the namespace receives (on) or none (off)."""
+        subprocess.run(
+            ["ip", "netns", "exec", self.name, "nft", "delete", "table", "inet", "stall"],
+            capture_output=True,
+            check=False,
+        )
+        if on:
+            script = (
+                "table inet stall {\n  chain input {\n"
+                "    type filter hook input priority 0; policy drop;\n  }\n}\n"
+            )
+            subprocess.run(
+                ["ip", "netns", "exec", self.name, "nft", "-f", "-"],
+                input=script,
+                text=True,
+                check=True,
+                capture_output=True,
+            )
+
+    def remove(self) -> None:
+        subprocess.run(["ip", "link", "del", self.link], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, check=False)
+
+
+@pytest.fixture
+def namespace() -> Iterator[Namespace]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a network namespace and drop its packets")
+    if shutil.which("nft") is None or shutil.which("ip") is None:
+        pytest.skip("needs ip and nft (make test installs nftables; apt-get was not available)")
+    ns = Namespace()
+    try:
+        ns.create()
+        yield ns
+    finally:
+        ns.remove()
+
+
+class Sink:
+    """The SINK script, run inside the namespace."""
+
+    def __init__(self, ns: Namespace, port: int) -> None:
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", ns.name, sys.executable, "-c", SINK, ns.there, str(port)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.accepted = 0
+        assert self.next_line() == "listening"
+
+    def next_line(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().strip()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+def heartbeat(term: int) -> AppendRequest:
+    """An append of one 1 KiB entry from node 1 to node 2."""
+    entry = Entry(term=term, index=term, payload=b"x" * 1024)
+    return AppendRequest(
+        src=1, dst=2, term=term, prev_index=0, prev_term=0, entries=(entry,), commit=0
+    )
+
+
+async def wait_until(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout:g} s")
+        await asyncio.sleep(0.05)
+
+
+async def test_a_raft_connection_into_a_blackhole_is_dropped_and_opened_again(
+    namespace: Namespace,
+) -> None:
+    port = free_port()
+    sink = Sink(namespace, port)
+    transport = TcpTransport(
+        1,
+        {1: ("127.0.0.1", free_port()), 2: (namespace.there, port)},
+        unacked_timeout_ms=500,
+    )
+    await transport.start(lambda message: None)
+    loop = asyncio.get_running_loop()
+    try:
+        transport.send(heartbeat(1))
+        assert await loop.run_in_executor(None, sink.next_line) == "accepted"
+        namespace.blackhole(True)
+        # frames go out and are never acknowledged; without the bound the kernel would
+        # keep retrying this connection for about 15 minutes
+        term = 2
+
+        def stalled() -> bool:
+            nonlocal term
+            term += 1
+            transport.send(heartbeat(term))
+            return transport.connections_lost > 0
+
+        await wait_until(stalled, 30, "the stalled connection was not dropped")
+        namespace.blackhole(False)
+        transport.send(heartbeat(term + 1))
+        line = await asyncio.wait_for(loop.run_in_executor(None, sink.next_line), 30)
+        assert line == "accepted"  # a new connection reached the peer
+    finally:
+        namespace.blackhole(False)
+        await transport.close()
+        sink.stop()
+
+
+async def test_an_inter_broker_connection_carries_the_bound() -> None:
+    """The same bound is set on a Channel's socket, and a request that times out closes
+    its connection: the next one opens a new connection."""
+    accepted: list[asyncio.StreamWriter] = []
+    closed = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        while await reader.read(65536):
+            pass  # reads requests, answers none
+        closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    channel = Channel("127.0.0.1", port, client_id="test", unacked_timeout_ms=1234)
+    try:
+        await channel.connect()
+        writer = channel._writer
+        assert writer is not None
+        sock: socket.socket = writer.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 1234
+        with pytest.raises(TimeoutError):
+            await channel.request(PROBE, timeout=0.2)
+        await asyncio.wait_for(closed.wait(), 10)  # the server saw its connection end
+        assert channel.timeouts == 1
+        with pytest.raises(TimeoutError):
+            await channel.request(PROBE, timeout=0.2)
+        assert len(accepted) == 2
+    finally:
+        await channel.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_the_bounds_have_config_keys() -> None:
+    config = BrokerConfig.build(data_dir=str(Path("/nonexistent")), listen="127.0.0.1:0")
+    assert config.get_int("controller.quorum.request.timeout.ms") == 2000
+    assert config.get_int("inter.broker.unacked.timeout.ms") == 3000
