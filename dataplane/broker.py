@@ -111,6 +111,8 @@ class Broker:
         self.transforms.meter = self.usage.meter
         self.started_at = clock.now()
         self._tasks: list[asyncio.Task[None]] = []
+        self.start_phases: list[tuple[str, float]] = []
+        """(phase, time.monotonic() at its end) of ``start``, for the start-up log line."""
         self.static_config_values = dict(config.values)
         """Settings from defaults, the config file and --set; dynamic configs overlay them."""
         self.topic_removals: dict[str, asyncio.Task[None]] = {}
@@ -126,9 +128,11 @@ class Broker:
         self.logs.remove_leftover_deletions()
         self.replicas.start()
         await self.cluster.start()
+        self.start_phases.append(("metadata and partition logs", time.monotonic()))
         if self.remote is not None and self.cluster.controller is not None:
             self.cluster.controller.remote_cleanup = self.remote.delete_topic_objects
         await self.cluster.wait_registered(STARTUP_TIMEOUT_S)
+        self.start_phases.append(("registration", time.monotonic()))
         self.replicas.activate()
         await self.groups.start()
         self.transactions.start()

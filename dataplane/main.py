@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -64,11 +65,16 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.build(data_dir=args.data_dir, listen=args.listen, overrides=overrides)
 
 
-async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+async def serve(
+    config: BrokerConfig, ready: asyncio.Event | None = None, entered: float | None = None
+) -> None:
+    """Run a broker until SIGTERM or SIGINT; ``entered``: when ``main`` began (for the
+    start-up log line)."""
     users_file = config.get_str("sasl.scram.bootstrap.users.file")
     users = read_users(users_file) if users_file else []
     broker = Broker(config)
     server = KafkaServer(broker)  # checks the listeners and loads TLS files before joining
+    built = time.monotonic()
     loop = asyncio.get_running_loop()
     fatal = loop.create_task(broker.cluster.fatal.wait())
     starting = loop.create_task(broker.start())
@@ -101,6 +107,9 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         server.port,
         config.data_dir,
     )
+    log.info(
+        "broker %d started: %s", broker.node_id, start_timeline(entered, built, broker.start_phases)
+    )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
@@ -116,6 +125,37 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     await server.stop()
     await broker.stop()
     log.info("stopped cleanly")
+
+
+def start_timeline(entered: float | None, built: float, phases: list[tuple[str, float]]) -> str:
+    """Where a start's time went: from the process's exec (Linux: /proc/self/stat) to
+    ``main`` (``entered``: interpreter and imports), to the broker's construction
+    (``built``), through its start-up ``phases``, to now (listening)."""
+    steps: list[tuple[str, float | None]] = [
+        ("interpreter and imports", entered),
+        ("set-up", built),
+        *phases,
+    ]
+    steps.append(("coordinators and listener", time.monotonic()))
+    begin = process_started()
+    total = "" if begin is None else f"{time.monotonic() - begin:.2f} s after exec: "
+    parts = []
+    for name, end in steps:
+        if begin is not None and end is not None:
+            parts.append(f"{name} {end - begin:.2f} s")
+        begin = end
+    return total + ", ".join(parts)
+
+
+def process_started() -> float | None:
+    """When this process was started, on the time.monotonic() clock; None off Linux."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        boot_now = time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.monotonic() - (boot_now - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def halt(broker: Broker) -> NoReturn:
@@ -153,6 +193,7 @@ def keep_large_buffers_in_heap() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    entered = time.monotonic()
     args = parse_args(argv)
     keep_large_buffers_in_heap()
     logging.basicConfig(
@@ -166,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sluice-broker: {exc.message}", file=sys.stderr)
         return 2
     try:
-        uvloop.run(serve(config))
+        uvloop.run(serve(config, entered=entered))
     except InvalidConfig as exc:
         print(f"sluice-broker: {exc.message}", file=sys.stderr)
         return 2

@@ -18,9 +18,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import boto3
-from botocore.config import Config
-
 from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError, ObjectStoreUnavailable, map_error
 
@@ -109,6 +106,11 @@ class S3ObjectStore:
         return self._client
 
     def _make_client(self) -> Any:
+        # boto3 is imported here, on the first use, not with this module: it is 0.2-0.5 s
+        # of every broker's start, which waits for nothing from the object store
+        import boto3  # noqa: PLC0415 - deferred to the first client, see above
+        from botocore.config import Config  # noqa: PLC0415 - as boto3
+
         s = self.settings
         config = Config(
             region_name=s.region,
