@@ -43,7 +43,7 @@ from kio.schema.unregister_broker.v0 import request as unregister_broker
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta
 
 from wire.client import Channel, ConnectFailed
-from wire.internal import DescribeRemoteLogRequest
+from wire.internal import DescribeRemoteLogRequest, FenceBrokerRequest
 from wire.sasl import SaslCredentials
 
 CLIENT_ID = "sluice-controlplane"
@@ -423,6 +423,19 @@ class Admin:
                 part.error_code, part.error_message, f"produce to {topic}-{partition}"
             )
         return int(part.base_offset)
+
+    async def fence_broker(self, broker_id: int, incarnation: str, reason: str) -> bool:
+        """Have the controller fence broker ``broker_id``'s registration of process
+        ``incarnation`` (FenceBroker); True if this fenced it, False if there was nothing
+        to fence (already fenced, or registered again by a new process)."""
+        response = await self.call(
+            FenceBrokerRequest(broker_id=i32(broker_id), incarnation=incarnation, reason=reason)
+        )
+        if response.error_code != ErrorCode.none:
+            raise KafkaResponseError(
+                response.error_code, response.error_message, f"fence broker {broker_id}"
+            )
+        return bool(response.fenced)
 
     async def unregister_broker(self, broker_id: int) -> None:
         response = await self.call(

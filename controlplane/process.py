@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import shlex
@@ -261,6 +262,14 @@ class BrokerProcess:
         if self.popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(5)
+
+
+def cmdline_setting(pid: int, key: str) -> str:
+    """The value of ``--set KEY=VALUE`` in process ``pid``'s command line ("" if absent)."""
+    args = read_cmdline(pid) or []
+    prefix = f"{key}="
+    found = [b for a, b in itertools.pairwise(args) if a == "--set" and b.startswith(prefix)]
+    return found[-1][len(prefix) :] if found else ""
 
 
 def log_time(when: float | None = None) -> str:

@@ -52,6 +52,9 @@ class BrokerRuntime:
     health_failures: int = 0
     last_probe: float = field(default_factory=time.monotonic)
     ever_ran: bool = False
+    incarnation: str = ""
+    """The running process's ``broker.incarnation.id`` ("" when it is not known: an adopted
+    process started without one)."""
 
 
 class Manager(Protocol):
@@ -94,6 +97,8 @@ class ReconcilerBase:
         """State message of a failed scale-in: FAILED stays until the next operation."""
         self._reboot_deadline: float | None = None
         """Monotonic time by which the running reboot must have a full ISR again."""
+        self._fences: set[asyncio.Task[None]] = set()
+        """FenceBroker calls for brokers whose process just exited (``supervision``)."""
 
     @property
     def store(self) -> Store:

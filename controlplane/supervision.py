@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from pathlib import Path
 
 from controlplane import cluster_security, endpoints, kafka, store
 from controlplane.process import (
     BrokerProcess,
     broker_command,
+    cmdline_setting,
     exec_prefix,
     free_port,
     log_tail,
@@ -35,6 +37,9 @@ from controlplane.states import BrokerState, ClusterState, OperationType
 from controlplane.store import BrokerRecord, ClusterRecord, choose_voters
 
 RETENTION_CHECK = "log.retention.check.interval.ms"
+INCARNATION = "broker.incarnation.id"
+FENCE_TIMEOUT_S = 2.0
+"""Longest wait for a FenceBroker's answer (the session timeout is the bound anyway)."""
 
 
 class Supervision(ReconcilerBase):
@@ -61,7 +66,8 @@ class Supervision(ReconcilerBase):
             log.warning("cluster %s: stopping duplicate broker pid %d", self.name, pid)
             BrokerProcess(pid, record.data_dir).kill()
         rt.proc = BrokerProcess(keep, record.data_dir)
-        rt.proc.watch(self.wake)
+        rt.incarnation = cmdline_setting(keep, INCARNATION)
+        self._watch(rt)
         rt.state = BrokerState.STARTING
         rt.ever_ran = True
         if keep != record.pid:
@@ -207,16 +213,18 @@ class Supervision(ReconcilerBase):
                 )
         if rt.failures:  # a private endpoint's port taken meanwhile moves too
             endpoints.move_taken_ports(self.store, record, self.manager.reserved_ports())
+        incarnation = str(uuid.uuid4())
         command = broker_command(
             record.data_dir,
             record.address,
-            self._settings_for(cluster, record),
+            {**self._settings_for(cluster, record), INCARNATION: incarnation},
             exec_prefix(self.settings.broker_exec_prefix, record.broker_id, record.host),
         )
         rt.proc = BrokerProcess.spawn(
             command, record.data_dir, record.log_path, self._broker_environment(cluster)
         )
-        rt.proc.watch(self.wake)
+        rt.incarnation = incarnation
+        self._watch(rt)
         rt.state = BrokerState.STARTING
         self.store.update_broker(
             self.name, record.broker_id, pid=rt.proc.pid, config_version=cluster.config_version
@@ -409,11 +417,71 @@ class Supervision(ReconcilerBase):
                     self.name,
                     rt.record.broker_id,
                 )
+                self._fence(rt, f"it did not answer {rt.health_failures} probes")
                 rt.proc.kill()  # the next step sees it gone and restarts it (HEALING)
+
+    # ------------------------------------------------------------------ exits
+
+    def _watch(self, rt: BrokerRuntime) -> None:
+        """When the process exits unasked (a planned stop unwatches it first): wake the
+        reconciler to restart it, and have the controller fence it now."""
+        proc = rt.proc
+        assert proc is not None
+
+        def exited() -> None:
+            self.wake()
+            self._fence(rt, f"its process (pid {proc.pid}) exited")
+
+        proc.watch(exited)
+
+    def _fence(self, rt: BrokerRuntime, why: str) -> None:
+        """FenceBroker through another broker of the cluster, in the background: the
+        controller moves the process's leaderships at once instead of after
+        ``broker.session.timeout.ms``. Best effort (the session timeout remains the bound):
+        a failure is logged, never retried."""
+        if not rt.incarnation:
+            return
+        broker_id, incarnation = rt.record.broker_id, rt.incarnation
+        others = [
+            other.record
+            for other in self.runtimes.values()
+            if other is not rt and other.proc is not None
+        ]
+
+        async def fence() -> None:
+            try:
+                fenced = await kafka.on_any(
+                    others,
+                    lambda admin: admin.fence_broker(broker_id, incarnation, why),
+                    FENCE_TIMEOUT_S,
+                )
+            except (OSError, kafka.KafkaResponseError) as exc:
+                log.info(
+                    "cluster %s: broker %d %s; not fenced early (%s): its session timeout "
+                    "fences it",
+                    self.name,
+                    broker_id,
+                    why,
+                    exc,
+                )
+                return
+            log.info(
+                "cluster %s: broker %d %s: %s",
+                self.name,
+                broker_id,
+                "fenced" if fenced else "nothing to fence (fenced already, or registered again)",
+                why,
+            )
+
+        task = asyncio.get_running_loop().create_task(fence())
+        self._fences.add(task)
+        task.add_done_callback(self._fences.discard)
 
     # ------------------------------------------------------------------ stopping
 
     async def stop_all(self) -> None:
+        for task in list(self._fences):
+            task.cancel()
         timeout = self.settings.broker_stop_timeout_ms / 1000
         procs = [rt.proc for rt in self.runtimes.values() if rt.proc is not None]
         for rt in self.runtimes.values():

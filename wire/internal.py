@@ -30,6 +30,13 @@
               answer: {"transforms": [{...definition, "partitions": [{"partition": int,
                        "state": str, "error": str, "committed_offset": int, "lag": int}]}]}
 
+- 32003 FenceBroker (the control plane, to any broker; decided by the active controller):
+  the process of broker ``broker_id`` whose registration carries ``incarnation`` (the
+  ``broker.incarnation.id`` its supervisor gave it) has exited, so fence that registration
+  now rather than after ``broker.session.timeout.ms``: its leaderships move at once. A
+  registration of another incarnation (the broker already restarted and registered again)
+  or one already fenced is left alone, and the answer is still NONE.
+
 None is announced in ApiVersions. Their schemas follow kio's conventions and name their
 response class in ``__response_schema__``; the codec and the clients look them up here
 before asking kio. No ``from __future__ import annotations`` here: kio reads the field
@@ -48,6 +55,7 @@ from kio.static.primitive import i16, i32, i32Timedelta, i64
 REMOTE_LOG_METADATA_KEY = 32000
 DESCRIBE_REMOTE_LOG_KEY = 32001
 TRANSFORMS_KEY = 32002
+FENCE_BROKER_KEY = 32003
 PAYLOAD_VERSION = 1
 
 
@@ -139,10 +147,40 @@ class TransformsRequest:
     """The WebAssembly module of a deploy; empty for the other operations."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FenceBrokerResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(FENCE_BROKER_KEY)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    fenced: bool = field(metadata={"kafka_type": "bool"})
+    """Whether this request fenced the registration (False: nothing left to fence)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FenceBrokerRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(FENCE_BROKER_KEY)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    __response_schema__: ClassVar[type] = FenceBrokerResponse
+    broker_id: i32 = field(metadata={"kafka_type": "int32"})
+    incarnation: str = field(metadata={"kafka_type": "string"})
+    """The exited process's ``broker.incarnation.id`` (a UUID)."""
+    reason: str = field(metadata={"kafka_type": "string"})
+    """Why, for the controller's log line (e.g. "its process exited with code -9")."""
+
+
 SCHEMAS: dict[int, dict[int, tuple[type, type]]] = {
     REMOTE_LOG_METADATA_KEY: {0: (RemoteLogMetadataRequest, RemoteLogMetadataResponse)},
     DESCRIBE_REMOTE_LOG_KEY: {0: (DescribeRemoteLogRequest, DescribeRemoteLogResponse)},
     TRANSFORMS_KEY: {0: (TransformsRequest, TransformsResponse)},
+    FENCE_BROKER_KEY: {0: (FenceBrokerRequest, FenceBrokerResponse)},
 }
 
 

@@ -292,21 +292,33 @@ class QuorumController:
                     with contextlib.suppress(NotController):
                         await self.fence(broker_id, "its session expired", expired_only=True)
 
-    async def fence(self, broker_id: int, why: str, *, expired_only: bool = False) -> None:
-        """Fence ``broker_id``; with ``expired_only``, only if its session is still expired
-        once the lock is held (a registration or heartbeat may have renewed it meanwhile)."""
+    async def fence(
+        self,
+        broker_id: int,
+        why: str,
+        *,
+        expired_only: bool = False,
+        incarnation: str | None = None,
+    ) -> bool:
+        """Fence ``broker_id``; True if this call fenced it. With ``expired_only``, only if
+        its session is still expired once the lock is held (a registration or heartbeat may
+        have renewed it meanwhile); with ``incarnation``, only if its registration is that
+        process's (a restarted broker's new registration is left alone)."""
         async with self.lock:
             await self.wait_active(5)
             info = self.image.brokers.get(broker_id)
             if info is None or info.fenced:
-                return
+                return False
             if expired_only and time.monotonic() < self._deadlines.get(broker_id, 0.0):
-                return
+                return False
+            if incarnation is not None and info.incarnation != incarnation:
+                return False
             records = self.fence_records(broker_id)
             log.info(
                 "fencing broker %d: %s (%d partition changes)", broker_id, why, len(records) - 1
             )
             await self.commit(records)
+            return True
 
     async def _repair_fenced(self) -> None:
         """Partitions still led by, or (beyond the last member) in-sync with, a fenced or

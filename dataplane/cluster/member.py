@@ -61,6 +61,20 @@ METADATA_DIR = "__cluster_metadata-0"
 Address = tuple[str, int]
 
 
+def incarnation_id(configured: str) -> uuid.UUID:
+    """This process's incarnation: ``broker.incarnation.id`` as its supervisor set it (so
+    it can name this process to the controller once it exits), else a new random one."""
+    if not configured:
+        return uuid.uuid4()
+    try:
+        return uuid.UUID(configured)
+    except ValueError as exc:
+        raise InvalidConfig(
+            f"broker.incarnation.id must be a UUID, got {configured!r}; leave it unset for a "
+            "random one"
+        ) from exc
+
+
 class ControllerIsLocal(NotController):
     """The request is for this very broker: it became the active controller."""
 
@@ -128,7 +142,7 @@ class ClusterMember:
                     f"{sorted(missing)}"
                 )
         self.is_voter = self.standalone or self.node_id in self.voters
-        self.incarnation = uuid.uuid4()
+        self.incarnation = incarnation_id(config.get_str("broker.incarnation.id"))
         self.epoch = -1
         """This broker's registration epoch; -1 until registered."""
         self.raft: Any = None

@@ -64,6 +64,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "broker.incarnation.id",
+            S,
+            "",
+            "A UUID naming this broker process in its registration (empty: a random one). "
+            "The control plane sets it, so that it can have the controller fence exactly this "
+            "process the moment it exits (FenceBroker).",
+            read_only=True,
+        ),
+        ConfigDef(
             "controller.quorum.request.timeout.ms",
             I,
             2000,

@@ -1,0 +1,86 @@
+"""FenceBroker: a supervisor that saw a broker's process exit has it fenced at once.
+
+Three brokers with a 60-second ``broker.session.timeout.ms``, each started with a known
+``broker.incarnation.id``. After a kill -9 of a partition's leader, FenceBroker naming the
+dead process moves the leadership (well before the session could expire); naming another
+process moves nothing; and once the broker restarts as a new process, the old
+incarnation's FenceBroker leaves the new registration alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.kafka import Admin, PartitionInfo
+from tests.support.cluster_workload import wait_for
+from tests.support.sluice_cluster import SluiceCluster
+
+TOPIC = "fence-me"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[SluiceCluster]:
+    cluster = SluiceCluster(tmp_path, brokers=3, settings={"broker.session.timeout.ms": "60000"})
+    for i in range(3):
+        cluster.broker(i).settings["broker.incarnation.id"] = str(uuid.uuid4())
+    with cluster:
+        yield cluster
+
+
+def admin(cluster: SluiceCluster, i: int) -> Admin:
+    return Admin("127.0.0.1", cluster.ports(i)[0], 10)
+
+
+def partition(cluster: SluiceCluster, i: int) -> PartitionInfo | None:
+    async def ask() -> PartitionInfo | None:
+        try:
+            (meta,) = await admin(cluster, i).metadata([TOPIC])
+        except (OSError, ValueError):
+            return None
+        return meta.partitions[0] if meta.partitions else None
+
+    return asyncio.run(ask())
+
+
+def fence(cluster: SluiceCluster, via: int, broker: int, incarnation: str) -> bool:
+    return asyncio.run(admin(cluster, via).fence_broker(broker, incarnation, "test: it exited"))
+
+
+def test_fence_broker_moves_a_dead_process_s_leaderships_at_once(cluster: SluiceCluster) -> None:
+    asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
+    start = wait_for(
+        lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
+        60,
+        "partition 0 with a full ISR",
+    )
+    leader = start.leader
+    via = next(i for i in range(3) if i != leader)
+    dead = cluster.broker(leader).settings["broker.incarnation.id"]
+
+    cluster.kill(leader)
+    assert fence(cluster, via, leader, str(uuid.uuid4())) is False  # not that process
+    assert partition(cluster, via) == start
+    assert fence(cluster, via, leader, dead) is True
+    moved = wait_for(
+        lambda: (p := partition(cluster, via)) is not None and p.leader != leader and p,
+        30,
+        "a new leader (the session alone would take 60 s)",
+    )
+    assert leader not in moved.isr
+    assert fence(cluster, via, leader, dead) is False  # already fenced
+
+    # a new process registers; the old one's FenceBroker leaves it alone
+    cluster.broker(leader).settings["broker.incarnation.id"] = str(uuid.uuid4())
+    cluster.start(leader)
+    wait_for(
+        lambda: (p := partition(cluster, via)) is not None and len(p.isr) == 3,
+        120,
+        "the restarted broker back in the ISR",
+    )
+    assert fence(cluster, via, leader, dead) is False
+    assert leader in (partition(cluster, via) or start).isr
