@@ -140,6 +140,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=0,
         ),
         ConfigDef(
+            "replica.socket.timeout.ms",
+            I,
+            3000,
+            "How long a follower waits for the answer to a fetch (at least "
+            "replica.fetch.wait.max.ms + 1 s) or an OffsetForLeaderEpoch before it closes the "
+            "connection and fetches again (Kafka's default is 30000: a leader that died behind a "
+            "partition would hold its followers out of the ISR that long).",
+            minimum=1,
+        ),
+        ConfigDef(
             "replica.fetch.backoff.ms",
             I,
             100,

@@ -158,7 +158,9 @@ class ReplicaFetcher:
                 for topic, items in by_topic.items()
             ),
         )
-        response = await self.channel.request(request, timeout=10)
+        response = await self.channel.request(
+            request, timeout=self._setting("replica.socket.timeout.ms") / 1000
+        )
         for topic in response.topics:
             for result in topic.partitions:
                 found = self.partitions.get((topic.topic, result.partition))
@@ -242,7 +244,8 @@ class ReplicaFetcher:
             ),
             forgotten_topics_data=(),
         )
-        fetch = asyncio.ensure_future(self.channel.request(request, timeout=wait_ms / 1000 + 10))
+        timeout = max(self._setting("replica.socket.timeout.ms"), wait_ms + 1000) / 1000
+        fetch = asyncio.ensure_future(self.channel.request(request, timeout=timeout))
         changed = asyncio.ensure_future(self._changed.wait())
         try:
             done, _ = await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
