@@ -439,7 +439,7 @@ class Supervision(ReconcilerBase):
         controller moves the process's leaderships at once instead of after
         ``broker.session.timeout.ms``. Best effort (the session timeout remains the bound):
         a failure is logged, never retried."""
-        if not rt.incarnation:
+        if not rt.incarnation or not self.settings.broker_exit_fencing_enable:
             return
         broker_id, incarnation = rt.record.broker_id, rt.incarnation
         others = [
