@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -238,7 +240,13 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
     )
 
 
-def measure_failover(cluster: Any, topic: str, kills: int) -> Figure:
+def leader_faults(cluster: Any, topic: str, count: int, fault: str = "kill") -> list[float]:
+    """``count`` faults of a partition's leader under a steady producer: ``kill`` (SIGKILL,
+    then ``cluster.start(node)`` once it left the ISR) or ``pause`` (SIGSTOP of
+    ``cluster.pid(node)``, SIGCONT once the partition acknowledged again); seconds from
+    each fault to the first acknowledgement on that partition of a record produced after
+    it. Each faulted node is waited for in the ISR before the next fault. Raises on the
+    first failure, with the times so far in ``exc.times``."""
     admin = admin_client(cluster.bootstrap)
     producer = SteadyProducer(
         cluster.bootstrap, topic, FAILOVER_PARTITIONS, rate=FAILOVER_RATE
@@ -246,27 +254,46 @@ def measure_failover(cluster: Any, topic: str, kills: int) -> Figure:
     times: list[float] = []
     try:
         wait_for(lambda: len(producer.acks) >= FAILOVER_RATE, 60, "the first acknowledgements")
-        for n in range(kills):
+        for n in range(count):
             partition = n % FAILOVER_PARTITIONS
             leader = leader_of(admin, topic, partition)
-            killed_at = time.monotonic()
-            cluster.kill(leader)
-            ack = producer.wait_ack_after(partition, killed_at, 90)
-            times.append(ack.acked - killed_at)
+            pid = cluster.pid(leader) if fault == "pause" else 0
+            at = time.monotonic()
+            if fault == "pause":
+                os.kill(pid, signal.SIGSTOP)
+            else:
+                cluster.kill(leader)
+            try:
+                ack = producer.wait_ack_after(partition, at, 90)
+            finally:
+                if fault == "pause":
+                    os.kill(pid, signal.SIGCONT)
+            times.append(ack.acked - at)
             print(
-                f"    kill {n + 1}/{kills}: node {leader}, partition {partition}: "
+                f"    {fault} {n + 1}/{count}: node {leader}, partition {partition}: "
                 f"{times[-1] * 1000:.0f} ms",
                 flush=True,
             )
-            wait_out_of_isr(admin, topic, partition, leader, 30)
-            cluster.start(leader)
+            if fault == "kill":
+                wait_out_of_isr(admin, topic, partition, leader, 30)
+                cluster.start(leader)
             wait_in_isr(admin, topic, leader, 120)
     except Exception as exc:
+        exc.times = times  # type: ignore[attr-defined]
+        raise
+    finally:
+        producer.stop(30)
+    return times
+
+
+def measure_failover(cluster: Any, topic: str, kills: int) -> Figure:
+    try:
+        times = leader_faults(cluster, topic, kills)
+    except Exception as exc:
+        times = getattr(exc, "times", [])
         if not times:
             return Failed(f"{type(exc).__name__}: {exc}"[:300])
         print(f"    stopped after {len(times)} kills: {exc}", flush=True)
-    finally:
-        producer.stop(30)
     median, worst = statistics.median(times) * 1000, max(times) * 1000
     return Measure(
         median,
