@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import errno
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dataplane.durable import fsync_dir
@@ -90,30 +91,40 @@ class LocalLog:
 
         LogDirFull when the disk is full: nothing of the write is kept.
         """
-        try:
+        with self.refusing_when_full():
             self.segments[-1].append_pieces(pieces, size, headers)
+
+    @contextlib.contextmanager
+    def refusing_when_full(self) -> Iterator[None]:
+        """Around any write of an append (the segment, a roll's new files, the leader-epoch
+        checkpoint): a failure for lack of space becomes LogDirFull, and the data directory
+        then refuses every write for ``log.dir.full.backoff.ms`` (``full_error``), so that
+        the requests in flight behind the failed one fail alike instead of arriving out of
+        sequence. Other errors pass as they are."""
+        try:
+            yield
         except OSError as exc:
-            if exc.errno in _DISK_FULL:
-                now = time.monotonic()
-                parent = self.directory.parent
-                _FULL_UNTIL[parent] = now + self.full_backoff_s
-                quiet = now - _FULL_LOGGED.get(parent, -FULL_LOG_INTERVAL_S) < FULL_LOG_INTERVAL_S
-                if not quiet:
-                    _FULL_LOGGED[parent] = now
-                log.log(
-                    logging.DEBUG if quiet else logging.ERROR,
-                    "%s: the disk of %s is full (%s): writes to it fail until space is freed "
-                    "(logged at most every %.0f s)",
-                    self.name,
-                    parent,
-                    exc.strerror,
-                    FULL_LOG_INTERVAL_S,
-                )
-                raise LogDirFull(
-                    f"{self.name}: no space left in {self.directory.parent} ({exc.strerror}); "
-                    "nothing of this write was kept; free disk space and retry"
-                ) from exc
-            raise
+            if exc.errno not in _DISK_FULL:
+                raise
+            now = time.monotonic()
+            parent = self.directory.parent
+            _FULL_UNTIL[parent] = now + self.full_backoff_s
+            quiet = now - _FULL_LOGGED.get(parent, -FULL_LOG_INTERVAL_S) < FULL_LOG_INTERVAL_S
+            if not quiet:
+                _FULL_LOGGED[parent] = now
+            log.log(
+                logging.DEBUG if quiet else logging.ERROR,
+                "%s: the disk of %s is full (%s): writes to it fail until space is freed "
+                "(logged at most every %.0f s)",
+                self.name,
+                parent,
+                exc.strerror,
+                FULL_LOG_INTERVAL_S,
+            )
+            raise LogDirFull(
+                f"{self.name}: no space left in {parent} ({exc.strerror}); "
+                "nothing of this write was kept; free disk space and retry"
+            ) from exc
 
     def full_error(self) -> LogDirFull | None:
         """While the data directory is refusing writes after one failed on its full disk:

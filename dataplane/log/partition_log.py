@@ -323,18 +323,19 @@ class PartitionLog:
                 if self.producers.check(header) is not None:
                     raise CorruptRecord("a duplicate batch inside a multi-batch request")
         local = self._local
-        if local.roll_due(
-            len(data),
-            count,
-            newest,
-            now_ms,
-            segment_bytes=config.get_int("segment.bytes"),
-            segment_ms=config.get_int("segment.ms"),
-        ):
-            self.roll()
-        offset = local.segments[-1].next_offset
-        if self.leader_epoch > self.epochs.latest_epoch:
-            self.epochs.assign(self.leader_epoch, offset)  # durable before the data
+        with local.refusing_when_full():
+            if local.roll_due(
+                len(data),
+                count,
+                newest,
+                now_ms,
+                segment_bytes=config.get_int("segment.bytes"),
+                segment_ms=config.get_int("segment.ms"),
+            ):
+                self.roll()
+            offset = local.segments[-1].next_offset
+            if self.leader_epoch > self.epochs.latest_epoch:
+                self.epochs.assign(self.leader_epoch, offset)  # durable before the data
         patched: list[BatchHeader] = []
         pieces: list[bytes | bytearray | memoryview] = []
         view = memoryview(data)
