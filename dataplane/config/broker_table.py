@@ -142,11 +142,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(
             "replica.socket.timeout.ms",
             I,
-            3000,
+            10000,
             "How long a follower waits for the answer to a fetch (at least "
             "replica.fetch.wait.max.ms + 1 s) or an OffsetForLeaderEpoch before it closes the "
-            "connection and fetches again (Kafka's default is 30000: a leader that died behind a "
-            "partition would hold its followers out of the ISR that long).",
+            "connection and fetches again (Kafka's default is 30000). A leader that died behind "
+            "a network partition holds its followers that long at most when their request "
+            "was acknowledged by its kernel; unacknowledged bytes are bounded by "
+            "inter.broker.unacked.timeout.ms.",
             minimum=1,
         ),
         ConfigDef(
