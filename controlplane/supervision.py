@@ -425,23 +425,25 @@ class Supervision(ReconcilerBase):
     def _watch(self, rt: BrokerRuntime) -> None:
         """When the process exits unasked (a planned stop unwatches it first): wake the
         reconciler to restart it, and have the controller fence it now."""
-        proc = rt.proc
+        proc, incarnation = rt.proc, rt.incarnation  # this process's, not a later one's
         assert proc is not None
 
         def exited() -> None:
             self.wake()
-            self._fence(rt, f"its process (pid {proc.pid}) exited")
+            self._fence(rt, f"its process (pid {proc.pid}) exited", incarnation)
 
         proc.watch(exited)
 
-    def _fence(self, rt: BrokerRuntime, why: str) -> None:
+    def _fence(self, rt: BrokerRuntime, why: str, incarnation: str | None = None) -> None:
         """FenceBroker through another broker of the cluster, in the background: the
         controller moves the process's leaderships at once instead of after
         ``broker.session.timeout.ms``. Best effort (the session timeout remains the bound):
-        a failure is logged, never retried."""
-        if not rt.incarnation or not self.settings.broker_exit_fencing_enable:
+        a failure is logged, never retried. ``incarnation``: the process's (default: the
+        one running now)."""
+        incarnation = rt.incarnation if incarnation is None else incarnation
+        if not incarnation or not self.settings.broker_exit_fencing_enable:
             return
-        broker_id, incarnation = rt.record.broker_id, rt.incarnation
+        broker_id = rt.record.broker_id
         others = [
             other.record
             for other in self.runtimes.values()
