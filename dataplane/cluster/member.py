@@ -237,21 +237,24 @@ class ClusterMember:
         if local is None:
             try:
                 await self.send_to_controller(
-                    heartbeat_req.BrokerHeartbeatRequest(
-                        broker_id=BrokerId(self.node_id),
-                        broker_epoch=i64(self.epoch),
-                        current_metadata_offset=i64(self.image.applied_index),
-                        want_fence=True,
-                        want_shut_down=True,
-                        offline_log_dirs=(),
-                    ),
-                    timeout=timeout,
+                    self._heartbeat_request(shut_down=True), timeout=timeout
                 )
                 return
             except ControllerIsLocal:
                 local = self.local_controller()
         if local is not None:
             await asyncio.wait_for(local.fence(self.node_id, "controlled shutdown"), timeout)
+
+    def _heartbeat_request(self, *, shut_down: bool) -> Any:
+        """This broker's BrokerHeartbeat; ``shut_down``: a controlled shutdown's (fence me)."""
+        return heartbeat_req.BrokerHeartbeatRequest(
+            broker_id=BrokerId(self.node_id),
+            broker_epoch=i64(self.epoch),
+            current_metadata_offset=i64(self.image.applied_index),
+            want_fence=shut_down,
+            want_shut_down=shut_down,
+            offline_log_dirs=(),
+        )
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -553,15 +556,7 @@ class ClusterMember:
                 fenced = local.heartbeat(self.node_id, self.epoch)
             else:
                 response = await self.send_to_controller(
-                    heartbeat_req.BrokerHeartbeatRequest(
-                        broker_id=BrokerId(self.node_id),
-                        broker_epoch=i64(self.epoch),
-                        current_metadata_offset=i64(self.image.applied_index),
-                        want_fence=False,
-                        want_shut_down=False,
-                        offline_log_dirs=(),
-                    ),
-                    timeout=2,
+                    self._heartbeat_request(shut_down=False), timeout=2
                 )
                 if response.error_code == ErrorCode.stale_broker_epoch:
                     raise StaleBrokerEpoch("stale broker epoch")
