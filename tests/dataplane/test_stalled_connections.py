@@ -34,19 +34,16 @@ from tests.support.processes import free_port
 from wire.client import Channel
 
 SINK = """
-import socket, sys
+import socket, sys, threading
 server = socket.create_server((sys.argv[1], int(sys.argv[2])))
 print("listening", flush=True)
+def drain(conn):
+    while conn.recv(65536):
+        pass
 while True:
     conn, _ = server.accept()
     print("accepted", flush=True)
-    conn.setblocking(False)
-    import threading
-    def drain(c=conn):
-        c.setblocking(True)
-        while c.recv(65536):
-            pass
-    threading.Thread(target=drain, daemon=True).start()
+    threading.Thread(target=drain, args=(conn,), daemon=True).start()
 """
 """A peer that accepts connections, reads and discards, and says when it accepts."""
 
@@ -139,7 +136,6 @@ class Sink:
             stdout=subprocess.PIPE,
             text=True,
         )
-        self.accepted = 0
         assert self.next_line() == "listening"
 
     def next_line(self) -> str:
