@@ -5,7 +5,7 @@ from __future__ import annotations
 import faulthandler
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,8 +24,53 @@ hangs are pytest-timeout's (pyproject); this catches the rest, e.g. a worker tha
 exit after its last test."""
 
 
+STUCK_IN_C_AFTER_S = 120
+"""pytest-timeout's signal fails a test over its time unless the test is stuck inside C,
+where no Python signal handler runs: this long after the test's own limit, every stack goes
+to stderr and the worker process ends (pytest-xdist reports the test failed and replaces
+the worker)."""
+
+_SUITE_STARTED = time.monotonic()
+
+
+def _arm_suite_dump() -> None:
+    left = max(1.0, STUCK_AFTER_S - (time.monotonic() - _SUITE_STARTED))
+    faulthandler.dump_traceback_later(left, exit=False, file=sys.__stderr__ or 2)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    faulthandler.dump_traceback_later(STUCK_AFTER_S, exit=False, file=sys.__stderr__ or 2)
+    _arm_suite_dump()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    marker = item.get_closest_marker("timeout")
+    limit = (
+        float(marker.args[0])
+        if marker and marker.args
+        else float(item.config.getini("timeout") or 0)
+    )
+    if limit > 0:
+        faulthandler.dump_traceback_later(
+            limit + STUCK_IN_C_AFTER_S, exit=True, file=sys.__stderr__ or 2
+        )
+    try:
+        return (yield)
+    finally:
+        _arm_suite_dump()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    """A test whose worker died is reported failed once. pytest-xdist's loadfile scheduler
+    puts the dead worker's unfinished tests back in its queue, the dead one among them, so
+    without this a test that kills its worker (a hang past its limit) ran again on every
+    replacement worker, minutes each, until the suite ran out of time."""
+    for work_unit in getattr(sched, "workqueue", {}).values():
+        if crashitem in work_unit:
+            work_unit[crashitem] = True
 
 
 @pytest.fixture(scope="module")

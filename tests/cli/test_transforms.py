@@ -37,6 +37,8 @@ from tests.support.cluster_workload import high_watermark
 from tests.transforms.conftest import BUILD, GUESTS, Guests
 from tests.transforms.kafka_io import Row, read_all
 
+pytestmark = pytest.mark.timeout(600)  # builds and deploys Wasm guests on a cluster
+
 CLUSTER = SHARED_CLUSTER
 PARTITIONS = 3
 GO, GO_IN, GO_OUT = "tf-go", "tf-go-in", "tf-go-out"

@@ -51,6 +51,8 @@ from wire.record_batch import Record, encode_batch
 from wire.usage import BUCKET_MS, HOUR_MS, USAGE_TOPIC, Dimension, UsageEvent
 
 CLUSTER = "metered"
+pytestmark = pytest.mark.timeout(900)  # a cluster, a workload and two Spark jobs
+
 TOPIC = "work"
 PARTITIONS = 3
 BATCHES = 30

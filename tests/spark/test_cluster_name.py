@@ -21,6 +21,8 @@ from tests.cli.conftest import Cloud, running_cloud
 from tests.conftest import REPO, free_port
 from tests.controlplane.harness import wait_until
 
+pytestmark = pytest.mark.timeout(600)  # a cluster with tiered history, then Spark
+
 CLUSTER = "spark-history"
 TOPIC = "events"
 PARTITIONS = 2

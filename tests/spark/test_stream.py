@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import unique
 from tests.spark.conftest import (
     PARTITIONS,
@@ -19,6 +21,8 @@ from tests.spark.conftest import (
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
 from tiered.embedded_s3 import EmbeddedS3
+
+pytestmark = pytest.mark.timeout(600)  # Spark streaming queries restarted
 
 MAX_PER_TRIGGER = 700
 
