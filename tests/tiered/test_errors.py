@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -64,7 +65,7 @@ def test_unknown_key_and_bucket(store: S3ObjectStore) -> None:
         other.get("k")
 
 
-def test_stopped_server_is_unavailable_quickly(tmp_path: Path) -> None:
+def test_stopped_server_is_unavailable(tmp_path: Path) -> None:
     server = EmbeddedS3(tmp_path / "data", admin=TEST_ADMIN).start()
     try:
         store = S3ObjectStore(settings_for(server.endpoint, "bkt"))
@@ -73,28 +74,33 @@ def test_stopped_server_is_unavailable_quickly(tmp_path: Path) -> None:
     finally:
         server.kill()
     for call in (lambda: store.get("k"), lambda: store.put("k2", b"v"), lambda: list(store.list())):
-        started = time.monotonic()
         with pytest.raises(ObjectStoreUnavailable) as info:
             call()
         assert info.value.retriable
-        assert time.monotonic() - started < 3
+        assert "Could not connect" in str(info.value)
+
+
+SILENT_FOR_S = 20.0
 
 
 @pytest.fixture
 def silent_server() -> Iterator[int]:
-    """A TCP server that accepts and never answers: a hung store."""
+    """A TCP server that accepts and never answers (a hung store), and closes each
+    connection SILENT_FOR_S after accepting it: a client without a read timeout of its own
+    (botocore's default is 60 s) sees the close, not a timeout."""
     port = free_port()
     sock = socket.create_server(("127.0.0.1", port))
     stop = threading.Event()
-    accepted: list[socket.socket] = []
+    accepted: list[tuple[float, socket.socket]] = []
 
     def run() -> None:
         sock.settimeout(0.1)
         while not stop.is_set():
-            try:
-                accepted.append(sock.accept()[0])
-            except TimeoutError:
-                continue
+            with contextlib.suppress(TimeoutError):
+                accepted.append((time.monotonic(), sock.accept()[0]))
+            for at, conn in accepted:
+                if time.monotonic() - at > SILENT_FOR_S:
+                    conn.close()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -103,7 +109,7 @@ def silent_server() -> Iterator[int]:
     finally:
         stop.set()
         thread.join()
-        for conn in accepted:
+        for _, conn in accepted:
             conn.close()
         sock.close()
 
@@ -112,7 +118,6 @@ def test_read_timeout_is_unavailable(silent_server: int) -> None:
     store = S3ObjectStore(
         settings_for(f"http://127.0.0.1:{silent_server}", "b", read_timeout_ms=300, max_attempts=1)
     )
-    started = time.monotonic()
-    with pytest.raises(ObjectStoreUnavailable):
+    with pytest.raises(ObjectStoreUnavailable) as info:
         store.get("k")
-    assert time.monotonic() - started < 3
+    assert "Read timeout" in str(info.value)  # the store's bound, not the server's close
