@@ -34,8 +34,12 @@ _SUITE_STARTED = time.monotonic()
 
 
 def _arm_suite_dump() -> None:
-    left = max(1.0, STUCK_AFTER_S - (time.monotonic() - _SUITE_STARTED))
-    faulthandler.dump_traceback_later(left, exit=False, file=sys.__stderr__ or 2)
+    """Every stack once, STUCK_AFTER_S after the suite began (past it: never again)."""
+    left = STUCK_AFTER_S - (time.monotonic() - _SUITE_STARTED)
+    if left > 0:
+        faulthandler.dump_traceback_later(left, exit=False, file=sys.__stderr__ or 2)
+    else:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_configure(config: pytest.Config) -> None:
