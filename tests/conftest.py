@@ -9,6 +9,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
+from pytest_timeout import _get_item_settings
 
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.processes import free_port
@@ -50,12 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
-    marker = item.get_closest_marker("timeout")
-    limit = (
-        float(marker.args[0])
-        if marker and marker.args
-        else float(item.config.getini("timeout") or 0)
-    )
+    # the limit pytest-timeout itself applies (marker, --timeout, PYTEST_TIMEOUT or the ini;
+    # the plugin is pinned in pyproject, so its helper's name is too)
+    limit = _get_item_settings(item).timeout or 0
     if limit > 0:
         faulthandler.dump_traceback_later(
             limit + STUCK_IN_C_AFTER_S, exit=True, file=sys.__stderr__ or 2
