@@ -157,6 +157,18 @@ def write_rolled_up(path: Path, per_day: dict[str, str]) -> None:
     tmp.replace(path)
 
 
+WORKER_START_FAILURES = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+"""What Spark says when a Python worker it started did not connect back in its fixed 10 s."""
+
+
+def worker_start_failed(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(failure in text for failure in WORKER_START_FAILURES)
+
+
 def ingest_all(
     session: SparkSession, spec: JobSpec, output: Output, progress: Progress, result: RunResult
 ) -> None:
@@ -178,14 +190,25 @@ def ingest_all(
         def batch(batches: int, records: int, name: str = name, i: int = i) -> None:
             progress("ingest", name, i, total, f"{records} records in {batches} micro-batches")
 
-        done = ingest(
-            session,
-            source,
-            sink_dir(output.events_root, name, source.id),
-            spec.checkpoints / source.checkpoint_name,
-            malformed_cap=spec.limits.malformed_reported,
-            on_batch=batch,
-        )
+        for attempt in range(1, spec.limits.ingest_attempts + 1):
+            try:
+                done = ingest(
+                    session,
+                    source,
+                    sink_dir(output.events_root, name, source.id),
+                    spec.checkpoints / source.checkpoint_name,
+                    malformed_cap=spec.limits.malformed_reported,
+                    on_batch=batch,
+                )
+                break
+            except (PySparkException, Py4JError) as exc:
+                if attempt == spec.limits.ingest_attempts or not worker_start_failed(exc):
+                    raise
+                warn(
+                    f"cluster {name}: Spark could not start a Python worker (attempt {attempt} "
+                    f"of limits.ingest_attempts={spec.limits.ingest_attempts}); the query "
+                    "resumes from its checkpoint"
+                )
         for partition, offset, reason in done.samples:
             warn(
                 f"cluster {name}: malformed usage record at {USAGE_TOPIC} partition "

@@ -12,7 +12,8 @@ The control plane writes it as a 0600 JSON file (credentials never on a command 
                    "options": {"kafka.security.protocol": "SASL_PLAINTEXT"}}],
      "archives": [{"name": "orders", "id": "<cluster uuid>",
                    "path": "/home/billing-archive/orders.<cluster uuid>.jsonl"}],
-     "limits": {"cluster_timeout_ms": 30000, "malformed_reported": 100},
+     "limits": {"cluster_timeout_ms": 30000, "malformed_reported": 100,
+                "ingest_attempts": 3},
      "spark_conf": {"spark.sql.shuffle.partitions": "8"}}
 
 ``s3`` only when ``output`` is an s3:// URI; ``rate_card`` "" is the default card;
@@ -47,6 +48,11 @@ class Limits:
     malformed_reported: int = 100
     """Malformed usage records named one by one (cluster, partition, offset) per cluster
     and run; the rest are only counted."""
+    ingest_attempts: int = 3
+    """Times a cluster's ingest query is started when Spark fails to start one of its
+    Python workers (a worker must connect back within Spark's fixed 10 s, which a
+    saturated machine can miss). The query resumes from its checkpoint: a retry never
+    counts an event twice."""
 
 
 @dataclass(frozen=True)

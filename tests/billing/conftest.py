@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -159,17 +160,34 @@ def job_command(spec: Path) -> list[str]:
     return [sys.executable, "-m", "billing.job", "--spec", str(spec)]
 
 
-def job_env() -> dict[str, str]:
-    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+def job_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
-def run_job(spec: Path, log: Path) -> JobRun:
+def late_first_streaming_worker(directory: Path) -> dict[str, str]:
+    """The job's environment with a Python for Spark's workers whose first streaming-source
+    worker starts 15 s late and exits, as on a saturated machine: Spark gives a worker 10 s
+    to connect back, so that query fails once to start."""
+    wrapper = directory / "late-python"
+    marker = directory / "late-python.started"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *python_streaming_source_runner*)\n'
+        f"  if mkdir {shlex.quote(str(marker))} 2>/dev/null; then sleep 15; exit 1; fi ;;\n"
+        "esac\n"
+        f'exec {shlex.quote(sys.executable)} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return {"PYSPARK_PYTHON": str(wrapper)}
+
+
+def run_job(spec: Path, log: Path, env: dict[str, str] | None = None) -> JobRun:
     """``python -m billing.job --spec SPEC`` to its end, as the control plane runs it."""
     with open(log, "ab") as err:
         proc = subprocess.Popen(
             job_command(spec),
             cwd=REPO,
-            env=job_env(),
+            env=job_env(env),
             stdout=subprocess.PIPE,
             stderr=err,
             start_new_session=True,
