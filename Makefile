@@ -100,12 +100,15 @@ lint: venv
 typecheck: venv
 	@$(VENV)/bin/mypy
 
-# The suite on TEST_WORKERS processes (pytest-xdist): most of a test's time is spent waiting
-# for brokers, JVMs and clocks, so two workers per core pay; a file's tests stay on one worker
-# (--dist loadfile), so its module fixtures are made once. TEST_WORKERS=0: one process.
-TEST_WORKERS ?= 4
+# The suite on TEST_WORKERS processes (pytest-xdist): much of a test's time is spent waiting
+# for brokers, JVMs and clocks, so more workers than cores pay, until the machine saturates
+# (on 2 cores, 4 workers reached a load of 29 and Spark's fixed 10 s for a Python worker to
+# connect back ran out); a file's tests stay on one worker (--dist loadfile), so its module
+# fixtures are made once, and the files run in collection order, longest first
+# (tests/conftest.py: LONGEST_FILES). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 3
 test: venv system-deps java-deps connect-deps streams-deps spark-kafka franz-go transform-guests terraform-bin lint typecheck
-	@$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	@$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:
 # building MinIO takes minutes and ~1 GB of Go modules).
