@@ -46,14 +46,14 @@ GRACE_S = 20
 
 def test_grace_keeps_the_previous_token_for_a_while(cloud: Cloud) -> None:
     old = token(cloud)
-    # The server's grace ends GRACE_S after the rotation, which comes after `asked`: once
-    # `asked + GRACE_S` has passed, it has ended whatever the machine's load.
-    asked = time.monotonic()
+    # The server's grace ends GRACE_S after the rotation, which happened before `answered`:
+    # once `answered + GRACE_S` has passed, it has ended whatever the machine's load.
     done = cloud.run("rotate-token", "--grace", str(GRACE_S))
+    answered = time.monotonic()
     assert done.returncode == 0, done.stderr
     assert "valid until" in done.stdout
     assert status_with(cloud, old).pid > 0, "refused within its grace period"
-    time.sleep(max(0.0, asked + GRACE_S + 0.5 - time.monotonic()))
+    time.sleep(max(0.0, answered + GRACE_S + 0.5 - time.monotonic()))
     with pytest.raises(ApiError):
         status_with(cloud, old)
     assert cloud.run("rotate-token", "--grace", "5000").returncode == 2
