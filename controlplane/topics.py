@@ -613,6 +613,10 @@ def find_orphans(
     return OrphanReport(orphans, len(listed), deleted=False, too_young=too_young)
 
 
+MORE_SHOWN = 5
+"""Partitions named after the first in a refused scale-in's reason."""
+
+
 def plan_reassignment(
     topics: Sequence[TopicMetadata], removed: set[int], remaining: Sequence[int]
 ) -> tuple[dict[tuple[str, int], list[int]], str | None]:
@@ -631,9 +635,15 @@ def plan_reassignment(
                 if replica in load:
                     load[replica] += 1
     moves: dict[tuple[str, int], list[int]] = {}
+    stuck: list[tuple[bool, str, int, int]] = []  # (internal, topic, partition, replicas)
     for topic in topics:
         for p in topic.partitions:
             if not removed.intersection(p.replicas):
+                continue
+            if len(p.replicas) > len(remaining):
+                stuck.append(
+                    (topic.name.startswith("__"), topic.name, p.partition, len(p.replicas))
+                )
                 continue
             target: list[int] = []
             for replica in p.replicas:
@@ -641,13 +651,19 @@ def plan_reassignment(
                     target.append(replica)
                     continue
                 free = [b for b in load if b not in p.replicas and b not in target]
-                if not free:
-                    return {}, (
-                        f"partition {topic.name}-{p.partition} has {len(p.replicas)} replicas "
-                        f"but only {len(remaining)} broker(s) would remain"
-                    )
                 chosen = min(free, key=lambda b: (load[b], b))
                 load[chosen] += 1
                 target.append(chosen)
             moves[(topic.name, p.partition)] = target
+    if stuck:
+        # named in a fixed order, the users' topics before the internal ones
+        stuck.sort()
+        _, name, partition, replicas = stuck[0]
+        more = [f"{t}-{q}" for _, t, q, _ in stuck[1:]]
+        shown = ", ".join(more[:MORE_SHOWN]) + (", ..." if len(more) > MORE_SHOWN else "")
+        return {}, (
+            f"partition {name}-{partition} has {replicas} replicas but only "
+            f"{len(remaining)} broker(s) would remain"
+            + (f" (and {len(more)} more: {shown})" if more else "")
+        )
     return moves, None

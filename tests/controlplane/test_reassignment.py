@@ -48,3 +48,19 @@ def test_more_replicas_than_remaining_brokers_is_a_reason_not_a_plan() -> None:
     moves, problem = plan_reassignment([topic("a", (0, 1))], {1}, [0])
     assert moves == {}
     assert problem == "partition a-0 has 2 replicas but only 1 broker(s) would remain"
+
+
+def test_every_stuck_partition_is_named_the_users_topics_first() -> None:
+    """Metadata lists topics in no fixed order: the reason must not depend on it."""
+    topics = [
+        topic("__sluice_usage", (0, 1)),
+        topic("b", (1, 0), (0,)),
+        topic("a", (0, 1)),
+    ]
+    for order in (topics, topics[::-1]):
+        moves, problem = plan_reassignment(order, {1}, [0])
+        assert moves == {}
+        assert problem == (
+            "partition a-0 has 2 replicas but only 1 broker(s) would remain "
+            "(and 2 more: b-0, __sluice_usage-0)"
+        )
