@@ -1,6 +1,7 @@
 """Failover of a partition leader: killed (-9) or frozen (SIGSTOP), Sluice beside Kafka.
 
-    python -m bench.bench_failover [--kills N] [--pauses N] [--skip-kafka] [--no-write]
+    python -m bench.bench_failover [--kills N] [--pauses N] [--restarts N] [--skip-kafka]
+                                   [--no-write]
 
 Three systems, one after the other, each a 3-broker cluster on this machine with a topic of
 6 partitions, RF=3, ``min.insync.replicas=2``, and a steady idempotent acks=all producer
@@ -19,7 +20,10 @@ Kill: SIGKILL the leader of a partition; the figure is the time from the kill to
 acknowledgement, on that partition, of a record produced after the kill. The broker is
 restarted (by the control plane, or the bench for Kafka) and waited for in the ISR before
 the next kill. Pause: SIGSTOP the leader, the same figure, then SIGCONT once the partition
-acknowledged again and wait for the ISR. Medians and maxima; every figure is printed.
+acknowledged again and wait for the ISR. Planned restart: the longest acknowledgement wait
+of any record produced while a leader restarts on purpose (Sluice: RebootBroker, whose
+controlled shutdown moves leaderships first; Kafka: SIGTERM, its controlled shutdown).
+Medians and maxima; every figure is printed.
 
 Replaces the "Failover" section of bench/RESULTS.md unless ``--no-write``.
 """
@@ -39,10 +43,23 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_controlplane import Plane, kill_under
-from bench.bench_replication import FAILOVER_PARTITIONS, TOPIC_CONFIG, leader_faults
+from bench.bench_replication import (
+    FAILOVER_PARTITIONS,
+    FAILOVER_RATE,
+    TOPIC_CONFIG,
+    leader_faults,
+)
 from bench.common import replace_section
+from proto.sluice.v1 import clusters_pb2 as pb
 from tests.support import kafka_oracle
-from tests.support.cluster_workload import create_topic, wait_for
+from tests.support.cluster_workload import (
+    SteadyProducer,
+    admin_client,
+    create_topic,
+    leader_of,
+    wait_for,
+    wait_in_isr,
+)
 from tests.support.kafka_cluster import KafkaCluster
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,6 +73,9 @@ CLUSTER = "failover"
 class Supervised:
     """A cluster of the control plane, seen as the bench sees a cluster: bootstrap, the pid
     of broker i, kill (the control plane restarts it) and start (wait for that restart)."""
+
+    restarts_itself = True
+    """The control plane restarts a killed broker (leader_faults waits for that)."""
 
     def __init__(self, home: Path, fencing: bool) -> None:
         home.mkdir(parents=True, exist_ok=True)
@@ -99,6 +119,19 @@ class Supervised:
             f"the control plane's restart of broker {i}",
         )
 
+    def restart(self, i: int) -> None:
+        """A planned restart, as `cloudctl reboot-broker` asks for it: the control plane
+        moves broker i's leaderships away (controlled shutdown), stops and starts it."""
+        old = self.pid(i)
+        self.plane.stub.RebootBroker(
+            pb.RebootBrokerRequest(name=CLUSTER, broker_id=i), metadata=self.plane.md, timeout=10
+        )
+        wait_for(
+            lambda: self.plane.active(CLUSTER) is not None and self.pid(i) not in (0, old),
+            180,
+            f"the reboot of broker {i}",
+        )
+
 
 class Unsupervised:
     """The Kafka cluster: killed nodes are restarted by the bench."""
@@ -116,6 +149,12 @@ class Unsupervised:
     def start(self, i: int) -> None:
         self.cluster.start(i)
 
+    def restart(self, i: int) -> None:
+        """A planned restart: SIGTERM (Kafka's controlled shutdown moves the node's
+        leaderships first), then start it again."""
+        self.cluster.stop(i)
+        self.cluster.start(i)
+
 
 def measure(cluster: Any, count: int, fault: str) -> list[float]:
     """``count`` faults (``kill`` or ``pause``) of a partition leader, on a new topic."""
@@ -125,7 +164,56 @@ def measure(cluster: Any, count: int, fault: str) -> list[float]:
     return leader_faults(cluster, TOPIC, count, fault)
 
 
-def run_system(label: str, enter: Callable[[], Any], kills: int, pauses: int) -> dict[str, Any]:
+def planned_restarts(cluster: Any, count: int) -> list[float]:
+    """``count`` planned restarts of the leader of a partition under the steady producer;
+    for each, the longest time any record produced during the restart (from the request
+    until the node is back in every ISR) waited for its acknowledgement, on any partition.
+    A restart that pauses no partition shows about one produce round trip."""
+    create_topic(
+        cluster.bootstrap, TOPIC, partitions=FAILOVER_PARTITIONS, replication=3, config=TOPIC_CONFIG
+    )
+    admin = admin_client(cluster.bootstrap)
+    producer = SteadyProducer(
+        cluster.bootstrap, TOPIC, FAILOVER_PARTITIONS, rate=FAILOVER_RATE
+    ).start()
+    out: list[float] = []
+    try:
+        wait_for(lambda: len(producer.acks) >= FAILOVER_RATE, 60, "the first acknowledgements")
+        for n in range(count):
+            partition = n % FAILOVER_PARTITIONS
+            node = leader_of(admin, TOPIC, partition)
+            began = time.monotonic()
+            cluster.restart(node)
+            wait_in_isr(admin, TOPIC, node, 120)
+            ended = time.monotonic()
+            produced = producer.sent
+            wait_for(
+                lambda produced=produced: len(producer.acks) >= produced - len(producer.failed),
+                120,
+                "the acknowledgements of the records produced during the restart",
+            )
+            with producer.lock:
+                waits = [
+                    a.acked - a.produced for a in producer.acks if began <= a.produced <= ended
+                ]
+                failed = len(producer.failed)
+            if failed:
+                raise RuntimeError(f"{failed} records failed during planned restarts")
+            out.append(max(waits))
+            print(
+                f"    restart {n + 1}/{count}: node {node} (leader of partition {partition}): "
+                f"{len(waits)} records produced during it, longest wait {out[-1] * 1000:.0f} ms "
+                f"({ended - began:.1f} s)",
+                flush=True,
+            )
+    finally:
+        producer.stop(30)
+    return out
+
+
+def run_system(
+    label: str, enter: Callable[[], Any], kills: int, pauses: int, restarts: int
+) -> dict[str, Any]:
     print(f"== {label}", flush=True)
     out: dict[str, Any] = {"label": label}
     try:
@@ -133,6 +221,9 @@ def run_system(label: str, enter: Callable[[], Any], kills: int, pauses: int) ->
             out["kill"] = measure(cluster, kills, "kill")
         with enter() as cluster:
             out["pause"] = measure(cluster, pauses, "pause")
+        if restarts:
+            with enter() as cluster:
+                out["restart"] = planned_restarts(cluster, restarts)
     except Exception as exc:  # a system that fails is reported, the others still run
         out["error"] = f"{type(exc).__name__}: {exc}"[:300]
         print(f"   failed: {out['error']}", flush=True)
@@ -157,15 +248,23 @@ def render(results: list[dict[str, Any]], load: tuple[float, float]) -> str:
         "from the fault on a partition's leader to the first acknowledgement on that "
         "partition of a record produced after it; median (max).",
         "",
-        "| system | kill -9 of the leader | SIGSTOP of the leader |",
-        "|---|---|---|",
+        "Planned restart: `reboot-broker` of a partition's leader on Sluice (controlled "
+        "shutdown by the control plane), SIGTERM and start on Kafka (its controlled "
+        "shutdown); the figure is the longest any record produced during the restart (until "
+        "the node is back in every ISR) waited for its acknowledgement, on any partition.",
+        "",
+        "| system | kill -9 of the leader | SIGSTOP of the leader | planned restart |",
+        "|---|---|---|---|",
     ]
     for r in results:
         note = f" (failed: {r['error']})" if "error" in r else ""
-        lines.append(f"| {r['label']}{note} | {fmt(r.get('kill'))} | {fmt(r.get('pause'))} |")
+        lines.append(
+            f"| {r['label']}{note} | {fmt(r.get('kill'))} | {fmt(r.get('pause'))} "
+            f"| {fmt(r.get('restart'))} |"
+        )
     lines += ["", "Every figure (ms):", ""]
     for r in results:
-        for fault in ("kill", "pause"):
+        for fault in ("kill", "pause", "restart"):
             if r.get(fault):
                 runs = ", ".join(f"{t * 1000:.0f}" for t in r[fault])
                 lines.append(f"- {r['label']}, {fault}: {runs}")
@@ -177,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_failover", description=__doc__)
     parser.add_argument("--kills", type=int, default=12)
     parser.add_argument("--pauses", type=int, default=6)
+    parser.add_argument("--restarts", type=int, default=6)
     parser.add_argument("--skip-kafka", action="store_true")
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
     args = parser.parse_args(argv)
@@ -193,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                     lambda f=fencing, n=n: Supervised(work / f"sluice-{n}-{time.time_ns()}", f),
                     args.kills,
                     args.pauses,
+                    args.restarts,
                 )
             )
         reason = kafka_oracle.oracle_available()
@@ -205,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                     lambda: KafkaSystem(work / f"kafka-{time.time_ns()}"),
                     args.kills,
                     args.pauses,
+                    args.restarts,
                 )
             )
     finally:

@@ -30,6 +30,7 @@ the Kafka side still runs. Nothing here is written to RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -267,7 +268,9 @@ def leader_faults(cluster: Any, topic: str, count: int, fault: str = "kill") -> 
                 ack = producer.wait_ack_after(partition, at, 90)
             finally:
                 if fault == "pause":
-                    os.kill(pid, signal.SIGCONT)
+                    # a supervisor may have replaced the frozen process meanwhile
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
             times.append(ack.acked - at)
             print(
                 f"    {fault} {n + 1}/{count}: node {leader}, partition {partition}: "
@@ -275,7 +278,10 @@ def leader_faults(cluster: Any, topic: str, count: int, fault: str = "kill") -> 
                 flush=True,
             )
             if fault == "kill":
-                wait_out_of_isr(admin, topic, partition, leader, 30)
+                # a supervised cluster restarts the node itself, often before the ISR shows
+                # it gone: its start() waits for that restart instead
+                if not getattr(cluster, "restarts_itself", False):
+                    wait_out_of_isr(admin, topic, partition, leader, 30)
                 cluster.start(leader)
             wait_in_isr(admin, topic, leader, 120)
     except Exception as exc:
