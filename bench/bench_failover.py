@@ -45,15 +45,14 @@ from typing import Any
 from bench.bench_controlplane import Plane, kill_under
 from bench.bench_replication import (
     FAILOVER_PARTITIONS,
-    FAILOVER_RATE,
     TOPIC_CONFIG,
     leader_faults,
+    steady_failover_producer,
 )
 from bench.common import replace_section
 from proto.sluice.v1 import clusters_pb2 as pb
 from tests.support import kafka_oracle
 from tests.support.cluster_workload import (
-    SteadyProducer,
     admin_client,
     create_topic,
     leader_of,
@@ -173,12 +172,9 @@ def planned_restarts(cluster: Any, count: int) -> list[float]:
         cluster.bootstrap, TOPIC, partitions=FAILOVER_PARTITIONS, replication=3, config=TOPIC_CONFIG
     )
     admin = admin_client(cluster.bootstrap)
-    producer = SteadyProducer(
-        cluster.bootstrap, TOPIC, FAILOVER_PARTITIONS, rate=FAILOVER_RATE
-    ).start()
+    producer = steady_failover_producer(cluster.bootstrap, TOPIC)
     out: list[float] = []
     try:
-        wait_for(lambda: len(producer.acks) >= FAILOVER_RATE, 60, "the first acknowledgements")
         for n in range(count):
             partition = n % FAILOVER_PARTITIONS
             node = leader_of(admin, TOPIC, partition)

@@ -241,6 +241,18 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
     )
 
 
+def steady_failover_producer(bootstrap: str, topic: str) -> SteadyProducer:
+    """The failover benches' producer (FAILOVER_RATE records/s over FAILOVER_PARTITIONS),
+    started and past its first second of acknowledgements; the caller stops it."""
+    producer = SteadyProducer(bootstrap, topic, FAILOVER_PARTITIONS, rate=FAILOVER_RATE).start()
+    try:
+        wait_for(lambda: len(producer.acks) >= FAILOVER_RATE, 60, "the first acknowledgements")
+    except BaseException:
+        producer.stop(30)
+        raise
+    return producer
+
+
 def leader_faults(cluster: Any, topic: str, count: int, fault: str = "kill") -> list[float]:
     """``count`` faults of a partition's leader under a steady producer: ``kill`` (SIGKILL,
     then ``cluster.start(node)`` once it left the ISR) or ``pause`` (SIGSTOP of
@@ -249,12 +261,9 @@ def leader_faults(cluster: Any, topic: str, count: int, fault: str = "kill") -> 
     it. Each faulted node is waited for in the ISR before the next fault. Raises on the
     first failure, with the times so far in ``exc.times``."""
     admin = admin_client(cluster.bootstrap)
-    producer = SteadyProducer(
-        cluster.bootstrap, topic, FAILOVER_PARTITIONS, rate=FAILOVER_RATE
-    ).start()
+    producer = steady_failover_producer(cluster.bootstrap, topic)
     times: list[float] = []
     try:
-        wait_for(lambda: len(producer.acks) >= FAILOVER_RATE, 60, "the first acknowledgements")
         for n in range(count):
             partition = n % FAILOVER_PARTITIONS
             leader = leader_of(admin, topic, partition)

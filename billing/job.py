@@ -59,7 +59,7 @@ from billing.ingest import (
 from billing.invoice import InvoiceError, compute_invoice
 from billing.output import Output, OutputError
 from billing.ratecard import RateCard, RateCardError
-from billing.spec import JobSpec, SpecError, load_spec
+from billing.spec import ClusterSource, JobSpec, SpecError, load_spec
 from wire.usage import USAGE_TOPIC
 
 SPARK_DEFAULTS = {
@@ -169,6 +169,23 @@ def worker_start_failed(exc: BaseException) -> bool:
     return any(failure in text for failure in WORKER_START_FAILURES)
 
 
+def ingest_retrying(spec: JobSpec, name: str, run: Callable[[], IngestResult]) -> IngestResult:
+    """``run()`` (one cluster's ingest query), started again from its checkpoint while Spark
+    fails to start a Python worker, up to ``limits.ingest_attempts`` times in all."""
+    attempts = spec.limits.ingest_attempts
+    for attempt in range(1, attempts):
+        try:
+            return run()
+        except (PySparkException, Py4JError) as exc:
+            if not worker_start_failed(exc):
+                raise
+            warn(
+                f"cluster {name}: Spark could not start a Python worker (attempt {attempt} "
+                f"of limits.ingest_attempts={attempts}); the query resumes from its checkpoint"
+            )
+    return run()
+
+
 def ingest_all(
     session: SparkSession, spec: JobSpec, output: Output, progress: Progress, result: RunResult
 ) -> None:
@@ -190,25 +207,19 @@ def ingest_all(
         def batch(batches: int, records: int, name: str = name, i: int = i) -> None:
             progress("ingest", name, i, total, f"{records} records in {batches} micro-batches")
 
-        for attempt in range(1, spec.limits.ingest_attempts + 1):
-            try:
-                done = ingest(
-                    session,
-                    source,
-                    sink_dir(output.events_root, name, source.id),
-                    spec.checkpoints / source.checkpoint_name,
-                    malformed_cap=spec.limits.malformed_reported,
-                    on_batch=batch,
-                )
-                break
-            except (PySparkException, Py4JError) as exc:
-                if attempt == spec.limits.ingest_attempts or not worker_start_failed(exc):
-                    raise
-                warn(
-                    f"cluster {name}: Spark could not start a Python worker (attempt {attempt} "
-                    f"of limits.ingest_attempts={spec.limits.ingest_attempts}); the query "
-                    "resumes from its checkpoint"
-                )
+        def query(
+            source: ClusterSource = source, on_batch: Callable[[int, int], None] = batch
+        ) -> IngestResult:
+            return ingest(
+                session,
+                source,
+                sink_dir(output.events_root, source.name, source.id),
+                spec.checkpoints / source.checkpoint_name,
+                malformed_cap=spec.limits.malformed_reported,
+                on_batch=on_batch,
+            )
+
+        done = ingest_retrying(spec, name, query)
         for partition, offset, reason in done.samples:
             warn(
                 f"cluster {name}: malformed usage record at {USAGE_TOPIC} partition "
