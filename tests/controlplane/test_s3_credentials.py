@@ -164,7 +164,10 @@ def test_scoped_keys_end_to_end(plane: ControlPlaneProcess) -> None:
     assert any(p.name == "embedded-s3.log" for p in logs_found)
     assert any(p.name.startswith("broker-") for p in logs_found)
     for path in logs_found:
-        text = path.read_text(errors="replace")
+        try:
+            text = path.read_text(errors="replace")
+        except FileNotFoundError:
+            continue  # a log segment that retention or roll-up deleted since the listing
         assert not [s for s in secrets if s in text], f"a secret in {path}"
 
     # a deleted cluster's keys stop working
