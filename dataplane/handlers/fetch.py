@@ -40,6 +40,7 @@ from kio.schema.fetch.v18 import response as resp
 
 from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
+from dataplane.handlers.leader_hints import FETCH_HINT_VERSION, FETCH_HINTED, LeaderHints
 from dataplane.log.partition_log import PartitionLog
 from dataplane.replication.partition import Partition
 from wire.errors import BrokerError, error_code_for
@@ -245,6 +246,7 @@ def _response(
     the remote tier with read_committed."""
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
     meter = ctx.broker.usage.meter
+    hints = LeaderHints(ctx) if ctx.api_version >= FETCH_HINT_VERSION else None
     for i, (w, (code, data)) in enumerate(zip(wanted, results, strict=True)):
         plog = w.plog
         if data and plog is not None:
@@ -262,6 +264,14 @@ def _response(
                 aborted = _as_aborted(ctx, remote_aborted[i])
             elif w.committed:
                 aborted = _aborted(ctx, plog, w.offset, data)
+        hint: dict[str, Any] = {}
+        if hints is not None and code in FETCH_HINTED:
+            hint = hints.current_leader(
+                resp.LeaderIdAndEpoch,
+                getattr(w.topic, "topic", None),
+                getattr(w.topic, "topic_id", None),
+                w.partition,
+            )
         part = ctx.make(
             resp.PartitionData,
             partition_index=w.partition,
@@ -271,6 +281,7 @@ def _response(
             log_start_offset=start,
             aborted_transactions=aborted,
             records=data,
+            **hint,
         )
         entry = by_topic.setdefault(id(w.topic), (w.topic, []))
         entry[1].append(part)
@@ -289,6 +300,7 @@ def _response(
         error_code=ErrorCode.none,
         session_id=0,
         responses=responses,
+        **(hints.node_endpoints(resp.NodeEndpoint) if hints is not None else {}),
     )
 
 

@@ -20,6 +20,7 @@ from kio.schema.produce.v13 import response as resp
 
 from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
+from dataplane.handlers.leader_hints import PRODUCE_HINT_VERSION, PRODUCE_HINTED, LeaderHints
 from dataplane.log.partition_log import AppendResult
 from dataplane.replication.partition import Partition
 from wire.errors import (
@@ -211,7 +212,10 @@ def _ok(ctx: RequestContext, index: int, result: AppendResult) -> Any:
     )
 
 
-def _error(ctx: RequestContext, index: int, exc: BaseException) -> Any:
+def _error(
+    ctx: RequestContext, index: int, exc: BaseException, hint: dict[str, Any] | None = None
+) -> Any:
+    """``hint``: the partition's ``current_leader`` keyword (KIP-951), if it has one."""
     record_errors: tuple[Any, ...] = ()
     log_start_offset = -1
     if isinstance(exc, RecordValidationError):  # KIP-467: which records, and why (v8+)
@@ -230,23 +234,38 @@ def _error(ctx: RequestContext, index: int, exc: BaseException) -> Any:
         log_start_offset=log_start_offset,
         record_errors=record_errors,
         error_message=error_message_for(exc),
+        **(hint or {}),
     )
 
 
 def _response(ctx: RequestContext, results: list[tuple[Any, list[tuple[int, Any]]]]) -> Any:
+    hints = LeaderHints(ctx) if ctx.api_version >= PRODUCE_HINT_VERSION else None
+
+    def partition(topic: Any, index: int, result: Any) -> Any:
+        if isinstance(result, AppendResult):
+            return _ok(ctx, index, result)
+        hint = None
+        if hints is not None and error_code_for(result) in PRODUCE_HINTED:
+            hint = hints.current_leader(
+                resp.LeaderIdAndEpoch,
+                getattr(topic, "name", None),
+                getattr(topic, "topic_id", None),
+                index,
+            )
+        return _error(ctx, index, result, hint)
+
+    responses = tuple(
+        ctx.make(
+            resp.TopicProduceResponse,
+            name=getattr(t, "name", None),
+            topic_id=getattr(t, "topic_id", None),
+            partition_responses=tuple(partition(t, i, r) for i, r in parts),
+        )
+        for t, parts in results
+    )
     return ctx.make(
         resp.ProduceResponse,
-        responses=tuple(
-            ctx.make(
-                resp.TopicProduceResponse,
-                name=getattr(t, "name", None),
-                topic_id=getattr(t, "topic_id", None),
-                partition_responses=tuple(
-                    _ok(ctx, i, r) if isinstance(r, AppendResult) else _error(ctx, i, r)
-                    for i, r in parts
-                ),
-            )
-            for t, parts in results
-        ),
+        responses=responses,
         throttle_time=ZERO,
+        **(hints.node_endpoints(resp.NodeEndpoint) if hints is not None else {}),
     )

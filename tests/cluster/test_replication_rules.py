@@ -12,12 +12,19 @@ One cluster serves the module; each test uses its own topic.
 
 from __future__ import annotations
 
+import datetime
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v16.request import FetchPartition, FetchTopic
+from kio.schema.fetch.v16.request import FetchRequest as FetchV16
+from kio.schema.produce.v10.request import PartitionProduceData as ProducePartition
+from kio.schema.produce.v10.request import ProduceRequest as ProduceV10
+from kio.schema.produce.v10.request import TopicProduceData as ProduceTopic
 
 from tests.conftest import unique
 from tests.support.cluster_workload import (
@@ -30,7 +37,12 @@ from tests.support.cluster_workload import (
     wait_out_of_isr,
 )
 from tests.support.raw_client import RawClient
-from tests.support.records import fetch_request, partition_response, produce_request
+from tests.support.records import (
+    fetch_request,
+    metadata_request,
+    partition_response,
+    produce_request,
+)
 from tests.support.sluice_cluster import SluiceCluster
 from wire.record_batch import encode_batch
 
@@ -131,6 +143,81 @@ def test_followers_answer_not_leader(cluster: SluiceCluster) -> None:
         client.send(fetch_request(topic, 0))
         _, response = client.receive(type(fetch_request(topic, 0)))
     assert partition_response(response).error_code == ErrorCode.not_leader_or_follower
+
+
+def produce_v10(topic: str, batch: bytes) -> ProduceV10:
+    return ProduceV10(
+        transactional_id=None,
+        acks=1,  # type: ignore[arg-type]
+        timeout=datetime.timedelta(seconds=5),  # type: ignore[arg-type]
+        topic_data=(
+            ProduceTopic(
+                name=topic,  # type: ignore[arg-type]
+                partition_data=(ProducePartition(index=0, records=batch),),  # type: ignore[arg-type]
+            ),
+        ),
+    )
+
+
+def fetch_v16(topic_id: uuid.UUID) -> FetchV16:
+    return FetchV16(
+        max_wait=datetime.timedelta(0),  # type: ignore[arg-type]
+        min_bytes=1,  # type: ignore[arg-type]
+        max_bytes=1 << 20,  # type: ignore[arg-type]
+        isolation_level=0,  # type: ignore[arg-type]
+        session_id=0,  # type: ignore[arg-type]
+        session_epoch=-1,  # type: ignore[arg-type]
+        topics=(
+            FetchTopic(
+                topic_id=topic_id,
+                partitions=(
+                    FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),  # type: ignore[arg-type]
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def test_a_follower_names_the_leader_to_go_to(cluster: SluiceCluster) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER from Produce v10+ and Fetch v16+ carries the leader
+    (id and epoch) and its endpoint, so a client goes there without a Metadata request;
+    older versions have no such fields."""
+    ensure_running(cluster)
+    topic = unique("hint")
+    states = create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
+    leader = states[0].leader
+    follower = next(b for b in states[0].replicas if b != leader)
+    wait_for(
+        lambda: produce_to(cluster, follower, topic, 1) == ErrorCode.not_leader_or_follower,
+        10,
+        "the follower to know the topic",
+    )
+    host, port = cluster.broker(leader).bootstrap.rsplit(":", 1)
+    batch = encode_batch([(b"k", b"v")], timestamp_ms=int(time.time() * 1000))
+    with RawClient(cluster.broker(follower).bootstrap) as client:
+        client.send(metadata_request(topic))
+        _, meta = client.receive(type(metadata_request(topic)))
+        epoch = meta.topics[0].partitions[0].leader_epoch
+        answers = []
+        for request in (
+            produce_v10(topic, batch),
+            fetch_v16(meta.topics[0].topic_id),
+            produce_request(topic, batch, acks=1),  # v9: before KIP-951
+        ):
+            client.send(request)
+            answers.append(client.receive(type(request))[1])
+    for response in answers[:2]:
+        part = partition_response(response)
+        assert part.error_code == ErrorCode.not_leader_or_follower
+        hint = part.current_leader
+        assert (hint.leader_id, hint.leader_epoch) == (leader, epoch)
+        endpoints = [(n.node_id, n.host, n.port) for n in response.node_endpoints]
+        assert endpoints == [(leader, host, int(port))]
+    older = partition_response(answers[2])
+    assert older.error_code == ErrorCode.not_leader_or_follower
+    assert not hasattr(older, "current_leader")
 
 
 def test_last_isr_member_down_takes_the_partition_offline(cluster: SluiceCluster) -> None:
