@@ -189,17 +189,17 @@ def planned_restarts(cluster: Any, count: int) -> list[float]:
                 "the acknowledgements of the records produced during the restart",
             )
             with producer.lock:
-                waits = [
-                    a.acked - a.produced for a in producer.acks if began <= a.produced <= ended
-                ]
+                during = [a for a in producer.acks if began <= a.produced <= ended]
                 failed = len(producer.failed)
             if failed:
                 raise RuntimeError(f"{failed} records failed during planned restarts")
-            out.append(max(waits))
+            worst = max(during, key=lambda a: a.acked - a.produced)
+            out.append(worst.acked - worst.produced)
             print(
                 f"    restart {n + 1}/{count}: node {node} (leader of partition {partition}): "
-                f"{len(waits)} records produced during it, longest wait {out[-1] * 1000:.0f} ms "
-                f"({ended - began:.1f} s)",
+                f"{len(during)} records produced during it, longest wait {out[-1] * 1000:.0f} ms "
+                f"(partition {worst.partition}, produced {worst.produced - began:.1f} s after "
+                f"the request; the restart took {ended - began:.1f} s)",
                 flush=True,
             )
     finally:
