@@ -58,17 +58,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 LONGEST_FILES = (
     "tests/billing/test_pipeline.py",
-    "tests/e2e/test_billing_workload.py",
-    "tests/spark/test_cluster_name.py",
-    "tests/terraform/test_lifecycle.py",
-    "tests/spark/test_batch.py",
-    "tests/cli/test_billing.py",
     "tests/cli/test_formats.py",
-    "tests/spark/test_read_committed.py",
-    "tests/ecosystem/test_replicator.py",
-    "tests/cli/test_client_auth.py",
+    "tests/e2e/test_billing_workload.py",
+    "tests/terraform/test_lifecycle.py",
     "tests/cli/test_private_endpoints.py",
+    "tests/terraform/test_configurations.py",
+    "tests/spark/test_cluster_name.py",
+    "tests/cli/test_billing.py",
+    "tests/ecosystem/test_streams.py",
+    "tests/transforms/test_broker.py",
+    "tests/e2e/test_demo.py",
     "tests/cluster/test_many_producers.py",
+    "tests/ecosystem/test_replicator.py",
+    "tests/spark/test_batch.py",
 )
 """The files that take longest (minutes each on 2 loaded cores), longest first. They are
 collected first, and the Makefile keeps pytest-xdist from reordering (its default sends

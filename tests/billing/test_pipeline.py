@@ -634,6 +634,9 @@ def test_invoices_equal_a_decimal_recomputation_from_the_events(scenario: Scenar
     assert Decimal(beta_in[0]["amount"]) > 0
 
 
+# the job once more, writing to a bucket (2 min); the same Output code writes the local
+# tables every other test here reads
+@pytest.mark.long
 def test_s3_output_holds_the_same_tables(session: Any, scenario: Scenario, s3: EmbeddedS3) -> None:
     """A run from scratch into s3://BUCKET/billing of the embedded S3 server: the bucket
     holds the local run's invoices and tables, and the committed event files only."""
@@ -741,6 +744,8 @@ def archive_lines(events: list[bytes]) -> bytes:
     return b"".join(e + b"\n" for e in events)
 
 
+# two more job runs over a third cluster (3 min on 2 loaded cores)
+@pytest.mark.long
 def test_a_recreated_cluster_and_deleted_clusters_archives_are_billed_once(
     session: Any, scenario: Scenario, reborn: BrokerProcess
 ) -> None:

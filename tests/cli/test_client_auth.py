@@ -282,6 +282,9 @@ def test_no_password_on_a_command_line_in_a_log_or_in_get_cluster(secured: Cloud
             assert path.stat().st_mode & 0o077 == 0, path
 
 
+# two rolling updates of a cluster (2 min); a rolling reboot keeping every record runs in
+# `make test` (tests/e2e/test_reboot.py), and the secured modes here
+@pytest.mark.long
 def test_update_from_none_to_none_and_scram_keeps_records(shared_cloud: Cloud) -> None:
     cloud = shared_cloud
     made = cloud.run("create-cluster", OPENED, "--brokers", "3", "--wait")

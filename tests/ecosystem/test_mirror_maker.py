@@ -103,6 +103,9 @@ def test_sluice_to_sluice(clusters: tuple[SluiceCluster, ...], tmp_path: Path) -
         mm2.stop()
 
 
+# a Kafka JVM beside the Sluice clusters; test_sluice_to_sluice runs the same
+# MirrorMaker 2 path in `make test`
+@pytest.mark.long
 def test_apache_kafka_to_sluice(clusters: tuple[SluiceCluster, ...], tmp_path: Path) -> None:
     reason = oracle_available()
     if reason:

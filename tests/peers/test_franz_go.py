@@ -74,6 +74,9 @@ def test_produce_single_broker(kgo_binary: Path, broker: BrokerProcess, tmp_path
     assert outcome.status == "pass", _explain(outcome, watch.new_text())
 
 
+# three brokers at RF 3 under franz-go's group client; test_produce_single_broker runs
+# franz-go in `make test`
+@pytest.mark.long
 def test_group_etl_three_brokers_rf3(
     kgo_binary: Path, sluice3: SluiceCluster, tmp_path: Path
 ) -> None:
