@@ -213,10 +213,12 @@ def run_system(
     print(f"== {label}", flush=True)
     out: dict[str, Any] = {"label": label}
     try:
-        with enter() as cluster:
-            out["kill"] = measure(cluster, kills, "kill")
-        with enter() as cluster:
-            out["pause"] = measure(cluster, pauses, "pause")
+        if kills:
+            with enter() as cluster:
+                out["kill"] = measure(cluster, kills, "kill")
+        if pauses:
+            with enter() as cluster:
+                out["pause"] = measure(cluster, pauses, "pause")
         if restarts:
             with enter() as cluster:
                 out["restart"] = planned_restarts(cluster, restarts)

@@ -122,6 +122,11 @@ async def serve(
     log.info("stopping")
     if bootstrap is not None:
         bootstrap.cancel()
+    # Kafka's order: the controlled shutdown while the listener still answers (leaderships
+    # move at once, and a request for a partition that moved is answered
+    # NOT_LEADER_OR_FOLLOWER naming its new leader), then the listener closes. Closed first,
+    # clients would find this broker gone while the metadata still named it leader.
+    await broker.cluster.shut_down_gracefully()
     await server.stop()
     await broker.stop()
     log.info("stopped cleanly")

@@ -11,10 +11,11 @@ UNSUPPORTED_VERSION instead, so clients can fall back).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from dataplane.broker import Broker
@@ -107,6 +108,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
+        self._stopping = False  # the broker stops: no more requests are read
+        self.on_answered: Callable[[], None] | None = None
+        """Set at a stop: called when this connection has nothing left to answer."""
         self.session: Session | None = None  # set by KafkaServer for its listener
 
     # ------------------------------------------------------------------ transport
@@ -127,6 +131,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.connections.discard(self)
+        if self.on_answered is not None:
+            self.on_answered()
         if self._big is not None:
             self.memory.give_back(len(self._big))
             self._big = None
@@ -158,7 +164,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         assert self.transport is not None
         should_pause = (
-            self._writing_paused or self._awaiting_memory or len(self._queue) >= self.max_queued
+            self._stopping
+            or self._writing_paused
+            or self._awaiting_memory
+            or len(self._queue) >= self.max_queued
         )
         if should_pause and not self._reading_paused:
             self._reading_paused = True
@@ -174,6 +183,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._parse()
         self._update_reading()
+
+    def stop_reading(self) -> None:
+        """The broker stops: read no more requests; those read are still answered."""
+        self._stopping = True
+        if self.transport is not None and not self._closed:
+            self._update_reading()
+
+    @property
+    def answering(self) -> bool:
+        """Requests read whose answers are not written yet."""
+        return bool(self._queue) and not self._closed
 
     def close(self, reason: str) -> None:
         if self._closed:
@@ -375,6 +395,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write(slot.chunks)
         if self.transport is not None and not self._closed:
             self._update_reading()
+        if not queue and self.on_answered is not None:
+            self.on_answered()
 
 
 class EndpointConnection(KafkaConnection):
@@ -435,8 +457,26 @@ class KafkaServer:
         return int(self.server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        """Stop accepting and reading; let the requests already read be answered, for at
+        most ``shutdown.requests.drain.ms`` (after a controlled shutdown their partitions
+        have moved: a waiting acks=all write is answered NOT_LEADER_OR_FOLLOWER naming the
+        new leader, rather than by a closed connection); then close every connection."""
         for server in self.servers:
             server.close()
+        for conn in list(self.connections):
+            conn.stop_reading()
+        answered = asyncio.Event()
+
+        def check() -> None:
+            if not any(c.answering for c in self.connections):
+                answered.set()
+
+        for conn in list(self.connections):
+            conn.on_answered = check
+        check()
+        with contextlib.suppress(TimeoutError):
+            drain_s = self.broker.config.get_seconds("shutdown.requests.drain.ms")
+            await asyncio.wait_for(answered.wait(), drain_s)
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()

@@ -145,6 +145,8 @@ class ClusterMember:
         self.incarnation = incarnation_id(config.get_str("broker.incarnation.id"))
         self.epoch = -1
         """This broker's registration epoch; -1 until registered."""
+        self._shut_down = False
+        """The controlled shutdown began: the lifecycle stops (no heartbeat would unfence)."""
         self.raft: Any = None
         self.controller: QuorumController | None = None
         self.credentials = inter_broker_credentials(config)
@@ -214,14 +216,17 @@ class ClusterMember:
     async def shut_down_gracefully(self, timeout: float = 5.0) -> None:
         """Controlled shutdown, as Kafka's: have the controller fence this broker now (its
         leaderships move at once instead of after a session timeout) and hand the Raft
-        leadership to another voter. Best effort: a failure only delays the failover."""
-        if self.standalone or self.epoch < 0:
+        leadership to another voter. Best effort: a failure only delays the failover. Once
+        per process: later calls return at once."""
+        if self.standalone or self.epoch < 0 or self._shut_down:
             return
+        self._shut_down = True
         live = [b for b in self.image.live_brokers() if b.broker_id != self.node_id]
         if not live:
             return
         try:
             await self._fence_self(timeout)
+            await self._until_fenced_here(timeout)
             if self.raft is not None and self.raft.is_leader:
                 others = [v for v in self.voters if v != self.node_id]
                 alive = {b.broker_id for b in live}
@@ -244,6 +249,28 @@ class ClusterMember:
                 local = self.local_controller()
         if local is not None:
             await asyncio.wait_for(local.fence(self.node_id, "controlled shutdown"), timeout)
+
+    async def _until_fenced_here(self, timeout: float) -> None:
+        """Until this broker's own image shows it fenced: its partitions have moved here too,
+        so what it still answers before its listener closes names the new leaders."""
+
+        def fenced() -> bool:
+            mine = self.image.brokers.get(self.node_id)
+            return mine is None or mine.fenced
+
+        if fenced():
+            return
+        done = asyncio.Event()
+
+        def seen(_delta: Any) -> None:
+            if fenced():
+                done.set()
+
+        self.image.listeners.append(seen)
+        try:
+            await asyncio.wait_for(done.wait(), timeout)
+        finally:
+            self.image.listeners.remove(seen)
 
     def _heartbeat_request(self, *, shut_down: bool) -> Any:
         """This broker's BrokerHeartbeat; ``shut_down``: a controlled shutdown's (fence me)."""
@@ -454,7 +481,9 @@ class ClusterMember:
         interval = self.config.get_seconds("broker.heartbeat.interval.ms")
         while True:
             try:
-                if self.epoch < 0:
+                if self._shut_down:
+                    pass  # fenced for good: neither registering again nor heartbeating
+                elif self.epoch < 0:
                     await self._register()
                 else:
                     await self._heartbeat()
@@ -614,11 +643,11 @@ class ClusterMember:
         for topic in response.topics:
             for part in topic.partitions:
                 if part.error_code != ErrorCode.none:
-                    log.info(
-                        "%s-%d: ISR change refused: %s",
-                        state.topic,
-                        state.partition,
-                        part.error_code.name,
+                    # raised, so the leader drops its maximal ISR now (an acks=all write
+                    # would otherwise wait for the refused member until ISR_ANSWER_WAIT)
+                    raise exception_for(
+                        ErrorCode(part.error_code),
+                        f"ISR change refused: {ErrorCode(part.error_code).name}",
                     )
 
 

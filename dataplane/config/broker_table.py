@@ -214,6 +214,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=1,
         ),
         ConfigDef(
+            "shutdown.requests.drain.ms",
+            L,
+            1000,
+            "At a stop (after the controlled shutdown), how long requests already read may "
+            "take to be answered before every connection closes.",
+            minimum=0,
+        ),
+        ConfigDef(
             "connections.max.idle.ms",
             L,
             600000,

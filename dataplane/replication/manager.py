@@ -210,7 +210,9 @@ class ReplicaManager:
                     continue
                 lag = self.config.get_seconds("replica.lag.time.max.ms")
                 shrink = part.isr_to_shrink(now, lag)
-                expand = part.isr_to_expand()
+                # as Kafka's (KIP-841), a fenced broker is not proposed: the controller would
+                # refuse it, and a stopping broker still fetches until it is gone
+                expand = [b for b in part.isr_to_expand() if self._may_join_isr(b)]
                 if not shrink and not expand:
                     continue
                 isr = list(dict.fromkeys([b for b in part.state.isr if b not in shrink] + expand))
@@ -218,6 +220,10 @@ class ReplicaManager:
                 self._isr_requests[key] = asyncio.get_running_loop().create_task(
                     self._alter_isr(key, part, isr)
                 )
+
+    def _may_join_isr(self, broker_id: int) -> bool:
+        known = self.image.brokers.get(broker_id)
+        return known is not None and not known.fenced
 
     async def _alter_isr(self, key: TopicPartition, part: Partition, isr: list[int]) -> None:
         state = part.state

@@ -13,6 +13,7 @@ One cluster serves the module; each test uses its own topic.
 from __future__ import annotations
 
 import datetime
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -145,11 +146,11 @@ def test_followers_answer_not_leader(cluster: SluiceCluster) -> None:
     assert partition_response(response).error_code == ErrorCode.not_leader_or_follower
 
 
-def produce_v10(topic: str, batch: bytes) -> ProduceV10:
+def produce_v10(topic: str, batch: bytes, acks: int = 1) -> ProduceV10:
     return ProduceV10(
         transactional_id=None,
-        acks=1,  # type: ignore[arg-type]
-        timeout=datetime.timedelta(seconds=5),  # type: ignore[arg-type]
+        acks=acks,  # type: ignore[arg-type]
+        timeout=datetime.timedelta(seconds=60),  # type: ignore[arg-type]
         topic_data=(
             ProduceTopic(
                 name=topic,  # type: ignore[arg-type]
@@ -218,6 +219,41 @@ def test_a_follower_names_the_leader_to_go_to(cluster: SluiceCluster) -> None:
     older = partition_response(answers[2])
     assert older.error_code == ErrorCode.not_leader_or_follower
     assert not hasattr(older, "current_leader")
+
+
+def test_a_stopping_leader_answers_a_waiting_write_with_the_new_leader(tmp_path: Path) -> None:
+    """The controlled shutdown comes before the listener closes (Kafka's order), and the
+    requests already read are answered: an acks=all write waiting on a stopping leader gets
+    NOT_LEADER_OR_FOLLOWER naming the new leader (KIP-951), not a closed connection. A
+    follower (not the controller) is held with SIGSTOP so that the write waits; sessions
+    and replica lag are long enough that nothing else moves meanwhile."""
+    slow = {"broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "60000"}
+    with SluiceCluster(tmp_path, brokers=3, settings=slow) as cluster:
+        topic = unique("stopping")
+        states = create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
+        leader = states[0].leader
+        followers = [b for b in states[0].replicas if b != leader]
+        wait_for(
+            lambda: produce_to(cluster, leader, topic, -1) == ErrorCode.none, 30, "a first write"
+        )
+        batch = encode_batch([(b"k", b"v")], timestamp_ms=int(time.time() * 1000))
+        with RawClient(cluster.broker(leader).bootstrap, timeout=60) as client:
+            client.send(metadata_request(topic))
+            controller = client.receive(type(metadata_request(topic)))[1].controller_id
+            held = cluster.broker(next(b for b in followers if b != controller)).proc
+            assert held is not None
+            held.send_signal(signal.SIGSTOP)
+            try:
+                client.send(produce_v10(topic, batch, acks=-1))
+                stopping = cluster.broker(leader).proc
+                assert stopping is not None
+                stopping.send_signal(signal.SIGTERM)
+                _, response = client.receive(ProduceV10)
+            finally:
+                held.send_signal(signal.SIGCONT)
+    part = partition_response(response)
+    assert part.error_code == ErrorCode.not_leader_or_follower
+    assert part.current_leader.leader_id in followers
 
 
 def test_last_isr_member_down_takes_the_partition_offline(cluster: SluiceCluster) -> None:
