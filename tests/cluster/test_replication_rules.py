@@ -23,9 +23,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v16.request import FetchPartition, FetchTopic
 from kio.schema.fetch.v16.request import FetchRequest as FetchV16
-from kio.schema.produce.v10.request import PartitionProduceData as ProducePartition
 from kio.schema.produce.v10.request import ProduceRequest as ProduceV10
-from kio.schema.produce.v10.request import TopicProduceData as ProduceTopic
 
 from tests.conftest import unique
 from tests.support.cluster_workload import (
@@ -146,20 +144,6 @@ def test_followers_answer_not_leader(cluster: SluiceCluster) -> None:
     assert partition_response(response).error_code == ErrorCode.not_leader_or_follower
 
 
-def produce_v10(topic: str, batch: bytes, acks: int = 1) -> ProduceV10:
-    return ProduceV10(
-        transactional_id=None,
-        acks=acks,  # type: ignore[arg-type]
-        timeout=datetime.timedelta(seconds=60),  # type: ignore[arg-type]
-        topic_data=(
-            ProduceTopic(
-                name=topic,  # type: ignore[arg-type]
-                partition_data=(ProducePartition(index=0, records=batch),),  # type: ignore[arg-type]
-            ),
-        ),
-    )
-
-
 def fetch_v16(topic_id: uuid.UUID) -> FetchV16:
     return FetchV16(
         max_wait=datetime.timedelta(0),  # type: ignore[arg-type]
@@ -203,7 +187,7 @@ def test_a_follower_names_the_leader_to_go_to(cluster: SluiceCluster) -> None:
         epoch = meta.topics[0].partitions[0].leader_epoch
         answers = []
         for request in (
-            produce_v10(topic, batch),
+            produce_request(topic, batch, acks=1, version=10),
             fetch_v16(meta.topics[0].topic_id),
             produce_request(topic, batch, acks=1),  # v9: before KIP-951
         ):
@@ -244,7 +228,7 @@ def test_a_stopping_leader_answers_a_waiting_write_with_the_new_leader(tmp_path:
             assert held is not None
             held.send_signal(signal.SIGSTOP)
             try:
-                client.send(produce_v10(topic, batch, acks=-1))
+                client.send(produce_request(topic, batch, acks=-1, timeout_ms=60_000, version=10))
                 stopping = cluster.broker(leader).proc
                 assert stopping is not None
                 stopping.send_signal(signal.SIGTERM)

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import datetime
+import importlib
 from typing import Any
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 
 def produce_request(
-    topic: str, records: bytes, *, partition: int = 0, acks: int = -1, timeout_ms: int = 5000
-) -> ProduceRequest:
-    return ProduceRequest(
-        acks=acks,  # type: ignore[arg-type]
-        timeout=datetime.timedelta(milliseconds=timeout_ms),  # type: ignore[arg-type]
+    topic: str,
+    records: bytes,
+    *,
+    partition: int = 0,
+    acks: int = -1,
+    timeout_ms: int = 5000,
+    version: int = 9,
+) -> Any:
+    """A Produce request of ``version`` (9 to 12: the same fields, named topics)."""
+    schema = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    return schema.ProduceRequest(
+        acks=acks,
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
         topic_data=(
-            TopicProduceData(
-                name=topic,  # type: ignore[arg-type]
-                partition_data=(PartitionProduceData(index=partition, records=records),),  # type: ignore[arg-type]
+            schema.TopicProduceData(
+                name=topic,
+                partition_data=(schema.PartitionProduceData(index=partition, records=records),),
             ),
         ),
     )
