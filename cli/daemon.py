@@ -554,7 +554,8 @@ def status(env: Env, output: str) -> None:
     type=click.IntRange(0, 3600),
     default=0,
     show_default=True,
-    help="Seconds the previous token stays valid (clients that read the token file later).",
+    help="Seconds the replaced token stays valid (for clients that read the token file "
+    "before); 0 also ends the grace of tokens replaced earlier.",
 )
 @output_option
 @click.pass_obj

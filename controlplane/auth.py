@@ -3,7 +3,7 @@
 The token lives in ``$SLUICE_HOME/token`` (mode 0600). Every RPC except gRPC health checking
 must carry ``authorization: Bearer <token>`` (the scheme in any case, as RFC 9110 has it); a
 missing or wrong token gets UNAUTHENTICATED (ErrorInfo reason TOKEN_INVALID). ``RotateToken``
-(``cloudctl rotate-token``) replaces it; the previous one may stay valid for a grace period.
+(``cloudctl rotate-token``) replaces it; the one replaced may stay valid for a grace period.
 """
 
 from __future__ import annotations
@@ -50,33 +50,42 @@ MAX_GRACE_S = 3600
 
 
 class Tokens:
-    """The token the API accepts, and the previous one during a rotation's grace period."""
+    """The token the API accepts, and the tokens rotated out whose grace period runs.
+
+    Each rotation's grace applies to the token it replaces: a second rotation within a grace
+    period does not cut the first one's short (a client that read the token file before
+    either keeps its full grace). A rotation with no grace revokes every earlier token at
+    once (the rotation of a token that leaked)."""
 
     def __init__(self, home: Path, token: str) -> None:
         self.path = home / TOKEN_FILE
         self._current = token.encode()
-        self._previous: bytes | None = None
-        self._previous_until = 0.0
+        self._graced: list[tuple[bytes, float]] = []
+        """Rotated-out tokens and the monotonic time their grace ends."""
 
     def accepts(self, given: bytes) -> bool:
         if hmac.compare_digest(given, self._current):
             return True
-        previous = self._previous
-        return (
-            previous is not None
-            and time.monotonic() < self._previous_until
-            and hmac.compare_digest(given, previous)
-        )
+        now = time.monotonic()
+        # every entry is compared (no early exit), expired ones too, then ignored
+        matched = [
+            hmac.compare_digest(given, token) and now < until for token, until in self._graced
+        ]
+        return any(matched)
 
     def rotate(self, grace_s: int) -> str:
         """A new random token, written to the token file before it is accepted; the current
-        one stays valid ``grace_s`` seconds more (0: no longer)."""
+        one stays valid ``grace_s`` seconds more (0: it and every earlier one no longer)."""
         if not 0 <= grace_s <= MAX_GRACE_S:
             raise ValueError(f"the grace period is 0 to {MAX_GRACE_S} seconds, not {grace_s}")
         token = secrets.token_urlsafe(32)
         write_token_file(self.path, token)
-        self._previous = self._current if grace_s else None
-        self._previous_until = time.monotonic() + grace_s
+        now = time.monotonic()
+        if grace_s:
+            graced = [(old, until) for old, until in self._graced if until > now]
+            self._graced = [*graced, (self._current, now + grace_s)]
+        else:
+            self._graced = []
         self._current = token.encode()
         return token
 

@@ -67,3 +67,23 @@ def test_a_client_on_another_home_gets_the_new_token(cloud: Cloud, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert token(other) == token(cloud), "both token files hold the new token"
     assert stat.S_IMODE((other.home / "token").stat().st_mode) == 0o600
+
+
+def test_a_second_rotation_keeps_the_first_ones_grace(cloud: Cloud) -> None:
+    """Each rotation's grace is the replaced token's own: a later rotation does not cut it
+    short. A rotation without grace ends them all (a token that leaked)."""
+    tokens = [token(cloud)]
+    for _ in range(2):
+        done = cloud.run("rotate-token", "--grace", "600")
+        assert done.returncode == 0, done.stderr
+        tokens.append(token(cloud))
+    assert len(set(tokens)) == 3
+    for given in tokens:
+        assert status_with(cloud, given).pid > 0, "a token within its grace was refused"
+    done = cloud.run("rotate-token")
+    assert done.returncode == 0, done.stderr
+    for given in tokens:
+        with pytest.raises(ApiError) as refused:
+            status_with(cloud, given)
+        assert refused.value.reason == epb.TOKEN_INVALID
+    assert status_with(cloud, token(cloud)).pid > 0
