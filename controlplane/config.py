@@ -62,7 +62,8 @@ class Settings:
     ``{broker_id}`` and ``{host}`` replaced: ``ip netns exec ns{broker_id}`` runs broker N in
     that network namespace, ``taskset -c {broker_id}`` pins it; empty: none."""
     broker_ready_timeout_ms: int = 30_000
-    """How long a starting broker may take to answer ApiVersions before the start fails."""
+    """How long a starting broker may take to answer ApiVersions and show itself registered and
+    unfenced in its metadata before the start fails."""
     broker_stop_timeout_ms: int = 15_000
     """How long a stopping broker gets after SIGTERM before SIGKILL."""
     broker_start_attempts: int = 3

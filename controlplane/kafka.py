@@ -32,6 +32,7 @@ from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_partitions.v3 import request as create_partitions
 from kio.schema.create_topics.v7 import request as create_topics
 from kio.schema.delete_topics.v6 import request as delete_topics
+from kio.schema.describe_cluster.v1 import request as describe_cluster
 from kio.schema.describe_configs.v4 import request as describe_configs
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs
@@ -164,6 +165,17 @@ async def probe_broker(broker: BrokerAddress, timeout: float) -> bool:
     return await probe(broker.host, broker.port, timeout, credentials)
 
 
+async def registered(broker: BrokerAddress, timeout: float) -> bool:
+    """True when ``broker``'s own metadata lists it as a live (registered, unfenced) broker
+    (DescribeCluster): it answers ApiVersions before its registration reaches the
+    controller, and until then a topic cannot be placed on it."""
+    try:
+        live = await Admin.to(broker, timeout).live_broker_ids()
+    except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, KafkaResponseError):
+        return False
+    return broker.broker_id in live
+
+
 def _timeout_ms(seconds: float) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(milliseconds=int(seconds * 1000)))
 
@@ -191,6 +203,17 @@ class Admin:
             self.host, self.port, self.timeout, self.credentials
         ) as conn:
             return await conn.request(request, self.timeout)
+
+    async def live_broker_ids(self) -> set[int]:
+        """The brokers this broker's metadata shows registered and unfenced."""
+        response = await self.call(
+            describe_cluster.DescribeClusterRequest(include_cluster_authorized_operations=False)
+        )
+        if response.error_code != ErrorCode.none:
+            raise KafkaResponseError(
+                response.error_code, response.error_message, "describe cluster"
+            )
+        return {int(b.broker_id) for b in response.brokers}
 
     async def metadata(self, topics: list[str] | None = None) -> list[TopicMetadata]:
         """Topics (all when ``topics`` is None); unknown names raise KafkaResponseError."""

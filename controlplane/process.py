@@ -17,13 +17,14 @@ import contextlib
 import itertools
 import logging
 import os
+import random
 import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 log = logging.getLogger("sluice.controlplane.process")
@@ -78,8 +79,38 @@ def bound_socket(host: str, port: int, *, reuse: bool = False) -> socket.socket:
     return sock
 
 
-def free_port(host: str, avoid: set[int]) -> int:
-    """A port the OS says is free now, not in ``avoid`` (ports recorded for other brokers)."""
+LOWEST_PORT = 10000
+"""Ports handed to brokers are picked from here up to the kernel's ephemeral range."""
+
+
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (the ports of outgoing connections)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_RANDOM = random.SystemRandom()
+
+
+def free_port(host: str, avoid: Collection[int] = ()) -> int:
+    """A port free now on ``host``, not in ``avoid`` (ports recorded for other brokers),
+    below the kernel's ephemeral range when that leaves room: a port bind(0) hands out
+    comes from that range, which the kernel also gives outgoing connections, and one was
+    taken by a client's connection between the pick and the broker's bind ("address
+    already in use")."""
+    low = ephemeral_low()
+    if low - LOWEST_PORT >= 1000:
+        for _ in range(200):
+            port = _RANDOM.randrange(LOWEST_PORT, low)
+            if port in avoid:
+                continue
+            try:
+                bound_socket(host, port).close()
+            except OSError:
+                continue
+            return port
     for _ in range(100):
         with bound_socket(host, 0) as sock:
             port = int(sock.getsockname()[1])

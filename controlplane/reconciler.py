@@ -4,9 +4,8 @@ The servicers only write desired state (store.py) and call :meth:`ClusterManager
 cluster's reconciler then runs *steps*; a step reads the cluster and its brokers from the store,
 looks at the processes, and moves one stage forward, driving the state machine:
 
-    CREATING ──all brokers answer ApiVersions──▶ ACTIVE ◀──▶ UPDATING (scale out or in, rolling
-                                                                     restart, broker reboot)
-                                                  │  ▲
+    CREATING ──all brokers answer, registered──▶ ACTIVE ◀──▶ UPDATING (scale out or in,
+                                                  │  ▲          rolling restart, broker reboot)
                        a broker exits or hangs ──▼  │ restarted, answers again
                                                  HEALING
     any state ──DeleteCluster──▶ DELETING ──brokers stopped, data removed──▶ (row deleted)

@@ -297,23 +297,27 @@ class Supervision(ReconcilerBase):
             self.set_state(cluster, cluster.state, f"{ready} of {len(self.runtimes)} brokers ready")
 
     async def _wait_ready(self, rt: BrokerRuntime) -> str | None:
-        """None once the broker answers ApiVersions, else why it did not."""
+        """None once the broker answers ApiVersions and its metadata shows it registered
+        and unfenced (a topic may then be placed on it), else why not."""
         proc = rt.proc
         assert proc is not None
         record = rt.record
         deadline = time.monotonic() + self.settings.broker_ready_timeout_ms / 1000
         delay = 0.02
+        answered = False
         while time.monotonic() < deadline:
             if not proc.alive():
                 tail = log_tail(record.log_path)
                 return f"exited during start-up{f': {tail}' if tail else ''}"
-            if await kafka.probe_broker(record, timeout=1.0):
+            answered = answered or await kafka.probe_broker(record, timeout=1.0)
+            if answered and await kafka.registered(record, timeout=1.0):
                 return None
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.2)
-        return (
-            f"did not answer on {record.address} within {self.settings.broker_ready_timeout_ms} ms"
-        )
+        within = f"within {self.settings.broker_ready_timeout_ms} ms"
+        if answered:
+            return f"answered on {record.address} but was not registered, unfenced, {within}"
+        return f"did not answer on {record.address} {within}"
 
     def _failed_start(self, cluster: ClusterRecord, rt: BrokerRuntime, error: str) -> None:
         record = rt.record

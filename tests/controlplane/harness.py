@@ -151,17 +151,32 @@ class ControlPlaneProcess:
         )
 
     def wait_state(
-        self, name: str, state: int = cpb.CLUSTER_STATE_ACTIVE, timeout: float = 60
+        self, name: str, state: int = cpb.CLUSTER_STATE_ACTIVE, timeout: float = 120
     ) -> cpb.Cluster:
+        """Until the cluster is in ``state`` (ACTIVE: with no operation running); a timeout
+        says where it was last seen (the bound is wide: a loaded machine starts brokers
+        slowly, and a rolling restart or a scale-in starts several)."""
+        last: list[cpb.Cluster] = []
+
         def reached() -> cpb.Cluster | None:
             cluster = self.get(name)
+            last[:] = [cluster]
             if cluster.state == state and not (
                 state == cpb.CLUSTER_STATE_ACTIVE and cluster.operation
             ):
                 return cluster
             return None
 
-        return wait_until(reached, timeout, f"cluster {name} {cpb.ClusterState.Name(state)}")
+        try:
+            return wait_until(reached, timeout, f"cluster {name} {cpb.ClusterState.Name(state)}")
+        except AssertionError as exc:
+            seen = last[0] if last else None
+            where = (
+                f"{cpb.ClusterState.Name(seen.state)} {seen.operation!r}: {seen.state_message}"
+                if seen is not None
+                else "never read"
+            )
+            raise AssertionError(f"{exc}; last seen {where}") from None
 
     def wait_gone(self, name: str, timeout: float = 60) -> None:
         def gone() -> bool:

@@ -35,6 +35,7 @@ from controlplane.usage_history import (
     complete_until,
 )
 from tests.controlplane.harness import ControlPlaneProcess, kill_everything_under, wait_until
+from tests.support.cluster_workload import high_watermark
 from tiered.read_meter import Counts
 from wire.usage import BUCKET_MS, USAGE_TOPIC, Dimension, Usage, UsageEvent
 
@@ -461,7 +462,7 @@ def read_usage(bootstrap: str) -> list[tuple[bytes, bytes]]:
         }
     )
     try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(USAGE_TOPIC, 0), timeout=10)
+        high = high_watermark(consumer, USAGE_TOPIC, 0)
         consumer.assign([TopicPartition(USAGE_TOPIC, 0, 0)])
         out: list[tuple[bytes, bytes]] = []
         position = 0

@@ -94,7 +94,7 @@ def test_everything_killed_then_restarted_keeps_tiered_data(tmp_path: Path) -> N
         wait_until(lambda: not processes_under(home), 10, "every process gone")
 
         plane.start()
-        cluster = plane.wait_state("tiers", timeout=90)
+        cluster = plane.wait_state("tiers")
         broker = cluster.brokers[0]
         got = read_all(f"{broker.host}:{broker.port}", topic)
         assert [o for o, _ in got] == list(range(RECORDS))

@@ -54,7 +54,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         )
         assert creating.state == cpb.CLUSTER_STATE_CREATING
         assert creating.schema_registry_url == ""  # given once the cluster is ACTIVE
-        cluster = plane.wait_state(NAME, timeout=90)
+        cluster = plane.wait_state(NAME)
         security_pb2_grpc.UsersStub(plane.channel).CreateUser(
             spb.CreateUserRequest(cluster=NAME, name=USER, password=PASSWORD),
             metadata=plane.metadata,
@@ -117,7 +117,7 @@ def test_a_restart_keeps_schemas_ids_and_the_url(secured: Secured) -> None:
     plane = secured.plane
     assert plane.stop() == 0  # the control plane stops the cluster's brokers too
     plane.start()
-    cluster = plane.wait_state(NAME, timeout=90)
+    cluster = plane.wait_state(NAME)
     assert cluster.schema_registry_url == secured.url  # the port is kept: the same URL
 
     assert snapshot(http) == before

@@ -13,16 +13,15 @@ import atexit
 import contextlib
 import ctypes
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
+
+from controlplane import process
 
 
 class Stoppable(Protocol):
@@ -54,38 +53,10 @@ class StartStop:
         self.stop()
 
 
-LOWEST_PORT = 10000
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (ports of outgoing connections)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-_EPHEMERAL_LOW = _ephemeral_low()
-_RANDOM = random.SystemRandom()
-
-
 def free_port() -> int:
-    """A free port on 127.0.0.1 below the kernel's ephemeral range. A port bind(0) hands out
-    comes from that range, which the kernel also gives outgoing connections: under load a
-    client's connection took one between the pick and the server's bind ("address already
-    in use" at a broker's start). Falls back to bind(0) when the range leaves no room."""
-    if _EPHEMERAL_LOW - LOWEST_PORT >= 1000:
-        for _ in range(200):
-            port = _RANDOM.randrange(LOWEST_PORT, _EPHEMERAL_LOW)
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port on 127.0.0.1, below the kernel's ephemeral range (the control plane's
+    pick: ``controlplane.process.free_port``)."""
+    return process.free_port("127.0.0.1")
 
 
 def free_ports(count: int) -> list[int]:

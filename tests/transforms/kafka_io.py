@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.cluster_workload import high_watermark
 from transforms.records import InputRecord, OutputRecord
 
 Row = tuple[bytes | None, bytes | None, tuple[tuple[bytes, bytes | None], ...]]
@@ -65,10 +66,8 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -
         {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
     )
     try:
-        ends = [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-            for p in range(partitions)
-        ]
+        # retried while a leader that just moved does not know its high watermark yet
+        ends = [high_watermark(consumer, topic, p) for p in range(partitions)]
         out: list[list[Row]] = [[] for _ in range(partitions)]
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
         deadline = time.monotonic() + timeout
