@@ -20,6 +20,7 @@ import datetime
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -258,12 +259,17 @@ class ClusterMember:
             mine = self.image.brokers.get(self.node_id)
             return mine is None or mine.fenced
 
-        if fenced():
+        await self._until_image(fenced, timeout)
+
+    async def _until_image(self, holds: Callable[[], bool], timeout: float) -> None:
+        """Until ``holds()`` is true of this broker's image, checked now and after each
+        metadata delta it applies; TimeoutError after ``timeout`` seconds."""
+        if holds():
             return
         done = asyncio.Event()
 
         def seen(_delta: Any) -> None:
-            if fenced():
+            if holds():
                 done.set()
 
         self.image.listeners.append(seen)
@@ -456,24 +462,12 @@ class ClusterMember:
     async def wait_applied(self, index: int, timeout: float) -> None:
         """Until this broker's image has applied metadata log entry ``index`` (an entry the
         controller committed); NotController if it does not within ``timeout``."""
-        if self.image.applied_index >= index:
-            return
-        applied = asyncio.Event()
-
-        def seen(_delta: Any) -> None:
-            if self.image.applied_index >= index:
-                applied.set()
-
-        self.image.listeners.append(seen)
         try:
-            if self.image.applied_index < index:
-                await asyncio.wait_for(applied.wait(), timeout)
+            await self._until_image(lambda: self.image.applied_index >= index, timeout)
         except TimeoutError:
             raise NotController(
                 f"metadata entry {index} not replayed here within {timeout:.0f} s; retry"
             ) from None
-        finally:
-            self.image.listeners.remove(seen)
 
     # ------------------------------------------------------------------ registration
 
