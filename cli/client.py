@@ -9,10 +9,13 @@ one-line :class:`CliError` with a hint, in one place, :func:`explain`, by the er
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
@@ -147,6 +150,18 @@ def followed(stream: Any) -> Iterator[Any]:
     finally:
         if not ended:  # Ctrl-C, or the caller stopped early
             stream.cancel()
+
+
+def end_of_follow() -> NoReturn:
+    """Ctrl-C ended a followed stream (``followed`` cancelled it): flush what was printed
+    and exit 0 at once. Nothing is left to clean up, and the interpreter's finalization,
+    with gRPC's threads still winding down the cancelled call, is skipped: an exit after
+    Ctrl-C was seen to hang under load."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    os._exit(0)
 
 
 def _token_refused(exc: ApiError, env: Env) -> CliError:

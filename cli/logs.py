@@ -8,7 +8,7 @@ import click
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cli.client import Api, ApiError, Env, explain, followed
+from cli.client import Api, ApiError, Env, end_of_follow, explain, followed
 from cli.formats import log_line_json, log_line_text
 from cli.options import cluster_argument, output_option
 from cli.output import emit_item, progress
@@ -73,7 +73,7 @@ def logs(
     except grpc.RpcError as exc:
         raise explain(ApiError.from_rpc(exc, api.endpoint), env) from None
     except KeyboardInterrupt:
-        pass  # followed() cancelled the call
+        end_of_follow()  # followed() cancelled the call
     finally:
         api.close()
 

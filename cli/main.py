@@ -11,6 +11,8 @@ stderr, ``cloudctl: error: WHAT (what to do)``), 2 usage error, 130 interrupted.
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import sys
 from typing import Any
 
@@ -150,6 +152,9 @@ for _title, _commands in SECTIONS:
 
 
 def main() -> None:
+    # SIGQUIT (Ctrl-\) prints every thread's stack to stderr, then quits as by default (as a
+    # Go program does): where a cloudctl that does not answer is waiting
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=True)
     cloudctl.main()
 
 

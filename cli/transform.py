@@ -12,7 +12,7 @@ import click
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cli.client import Api, ApiError, Env, explain, followed
+from cli.client import Api, ApiError, Env, end_of_follow, explain, followed
 from cli.options import cluster_option, confirm, delete_options, output_option
 from cli.output import CliError, emit, emit_item, fields, progress, table
 from cli.timeopt import TIME
@@ -371,7 +371,7 @@ def transform_logs(
     except grpc.RpcError as exc:
         raise explain(ApiError.from_rpc(exc, api.endpoint), env) from None
     except KeyboardInterrupt:
-        pass  # followed() cancelled the call
+        end_of_follow()  # followed() cancelled the call
     finally:
         api.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -311,7 +312,7 @@ def test_logs(small: Cloud) -> None:
     with subprocess.Popen(
         small.command("logs", SMALL["table"], "--broker", "0", "--tail", "0", "--follow"),
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
         env=small.environ,
     ) as follow:
@@ -324,8 +325,15 @@ def test_logs(small: Cloud) -> None:
             while "--- starting: " not in seen and time.monotonic() < deadline:
                 seen += follow.stdout.readline()
             assert "--- starting: " in seen, "the reboot's lines come as they are written"
+            # SIGQUIT prints every thread's stack (the stream's reader among them), then quits
+            follow.send_signal(signal.SIGQUIT)
+            _, dump = follow.communicate(timeout=60)
+            assert follow.returncode == -signal.SIGQUIT, dump
+            assert "Thread" in dump, dump
+            assert "cli/client.py" in dump, dump
         finally:
-            follow.terminate()
+            if follow.poll() is None:
+                follow.kill()
 
 
 def test_topic_commands(small: Cloud) -> None:

@@ -420,11 +420,18 @@ def following(cloud: Cloud, name: str) -> Iterator[Callable[[str], str]]:
             proc.send_signal(signal.SIGINT)
             try:
                 # a guard against a hang, not a time limit: on a saturated machine an exiting
-                # cloudctl (gRPC's shutdown, the interpreter's) gets a small share of a core
+                # cloudctl gets a small share of a core
                 code = proc.wait(EXIT_GUARD_S)
             except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGQUIT)  # cloudctl prints its threads' stacks, quits
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10)
                 proc.kill()
-                raise
+                errors.seek(0)
+                raise AssertionError(
+                    f"--follow did not exit {EXIT_GUARD_S}s after Ctrl-C; its threads:\n"
+                    f"{errors.read()[-8000:]}"
+                ) from None
             reader.join(10)
         errors.seek(0)
         stderr = errors.read()
