@@ -152,9 +152,10 @@ for _title, _commands in SECTIONS:
 
 
 def main() -> None:
-    # SIGQUIT (Ctrl-\) prints every thread's stack to stderr, then quits as by default (as a
-    # Go program does): where a cloudctl that does not answer is waiting
-    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=True)
+    # SIGQUIT (Ctrl-\) prints every thread's stack to stderr and cloudctl goes on, as a JVM
+    # does: where a cloudctl that does not answer is waiting. Its own handler, not the
+    # inherited disposition (a shell's background job starts with SIGQUIT ignored).
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
     cloudctl.main()
 
 

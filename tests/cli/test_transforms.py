@@ -423,10 +423,11 @@ def following(cloud: Cloud, name: str) -> Iterator[Callable[[str], str]]:
                 # cloudctl gets a small share of a core
                 code = proc.wait(EXIT_GUARD_S)
             except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGQUIT)  # cloudctl prints its threads' stacks, quits
+                proc.send_signal(signal.SIGQUIT)  # cloudctl prints its threads' stacks
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(10)
                 proc.kill()
+                proc.wait()
                 errors.seek(0)
                 raise AssertionError(
                     f"--follow did not exit {EXIT_GUARD_S}s after Ctrl-C; its threads:\n"
