@@ -50,6 +50,9 @@ T = TypeVar("T")
 
 SETTLE_POLL = 0.05
 """Seconds between two looks at a topic a change has not reached yet."""
+BROKERS_BACK_POLL = 0.2
+"""Seconds between two creates refused while some brokers restart (up to the request
+timeout, ``kafka.request.timeout.ms``)."""
 DESCRIBE_REMOTE_LOG_NAMES = 100
 """Up to this many topics are named in a DescribeRemoteLog request; more ask for all."""
 
@@ -315,14 +318,23 @@ class TopicOps:
         validate_topic_config(config, cluster=cluster_name, topic=name)
         check_storage_mode(cluster, config, name)
         factor, config = self.topic_defaults(cluster, len(brokers), replication_factor, config)
-        await self._on_any(
-            brokers,
-            "create topic",
-            lambda a: a.create_topic(name, partitions or -1, factor, config),
-            cluster_name,
-            name,
-            read_only=False,
-        )
+        deadline = time.monotonic() + self.timeout
+
+        async def create(admin: Admin) -> None:
+            # the cluster has the brokers for ``factor`` (checked above): a refusal for too
+            # few registered brokers means some are restarting (a rolling restart for a
+            # config change or a new endpoint, a heal), so the create waits for them
+            while True:
+                try:
+                    await admin.create_topic(name, partitions or -1, factor, config)
+                    return
+                except KafkaResponseError as exc:
+                    waiting = exc.code == ErrorCode.invalid_replication_factor
+                    if not waiting or time.monotonic() > deadline:
+                        raise
+                await asyncio.sleep(BROKERS_BACK_POLL)
+
+        await self._on_any(brokers, "create topic", create, cluster_name, name, read_only=False)
         return await self._describe_when(
             cluster.name,
             name,

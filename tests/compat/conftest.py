@@ -8,6 +8,7 @@ had the ``kafka`` half of each test skips with the reason.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -72,6 +73,20 @@ def create_topic(
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
     for future in futures.values():
         future.result(timeout=30)
+    # Kafka answers CreateTopics once its controller committed the topic; the broker asked
+    # next may not know it yet (UNKNOWN_TOPIC_OR_PART): until it is listed with leaders
+    deadline = time.monotonic() + 30
+    while True:
+        found = admin.list_topics(name, timeout=10).topics.get(name)
+        if (
+            found is not None
+            and found.error is None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ):
+            return
+        assert time.monotonic() < deadline, f"topic {name} not in the metadata: {found}"
+        time.sleep(0.1)
 
 
 def kcat_binary() -> str:
