@@ -8,6 +8,7 @@ read_committed lookup by timestamp (or -3) finds nothing at or above the LSO.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -47,12 +48,37 @@ async def _with_remote(ctx: RequestContext, request: Any) -> Any:
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1)
                 )
                 if part.plog.tiered:
-                    hit = await remote.offset_for_timestamp(part.plog, p.timestamp)
-                    if hit is not None:
-                        found[(topic.name, p.partition_index)] = hit
+                    found[(topic.name, p.partition_index)] = await tiered_lookup(
+                        part.plog, p.timestamp, remote.offset_for_timestamp
+                    )
             except BrokerError as exc:
                 found[(topic.name, p.partition_index)] = exc
     return _answer(ctx, request, found)
+
+
+LOOKUP_ATTEMPTS = 5
+"""Times a timestamp lookup of a tiered partition starts again when local retention moved
+the local log start while the remote tier was read."""
+
+
+async def tiered_lookup(
+    plog: PartitionLog,
+    timestamp: int,
+    remote: Callable[[PartitionLog, int], Awaitable[tuple[int, int] | None]],
+) -> tuple[int, int]:
+    """(offset, timestamp) of the first record at or after ``timestamp`` in a tiered
+    partition, (-1, -1) when none. The remote tier answers below the local log start, the
+    local log from there; the local log is asked with no wait after the remote tier's
+    answer. Local retention may delete a segment (already uploaded) while the remote tier is
+    read, and the record asked for with it: the lookup then starts again."""
+    for _ in range(LOOKUP_ATTEMPTS):
+        local_start = plog.log_start_offset
+        hit = await remote(plog, timestamp)
+        if hit is not None:
+            return hit
+        if plog.log_start_offset == local_start:
+            break
+    return _lookup(plog, timestamp)
 
 
 def _answer(

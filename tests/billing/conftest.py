@@ -54,10 +54,13 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Bro
             proc.kill()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def session() -> Iterator[Any]:
-    """The module's local[2] SparkSession (tests.support.spark_session): reads what the job
-    wrote and runs the rollup's functions in process."""
+    """The run's local[2] SparkSession (tests.support.spark_session), shared with the Spark
+    tests: reads what the job wrote and runs the rollup's functions in process. Stopped at
+    the end of the run only: stopped at a module's end, it left the Spark modules run next
+    in the same worker a stopped session, and no active session (``writeStream.format
+    ("sluice")`` was then not found)."""
     try:
         yield local_session()
     finally:

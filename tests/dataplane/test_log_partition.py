@@ -14,6 +14,7 @@ import crc32c
 import pytest
 
 from dataplane.config import BrokerConfig
+from dataplane.handlers.list_offsets import tiered_lookup
 from dataplane.log.loader import LOG_START_FILE
 from dataplane.log.partition_log import PartitionLog
 from dataplane.log.segment import Segment, segment_name
@@ -447,3 +448,33 @@ def test_producer_expiry_uses_broker_time_not_record_timestamps(tmp_path: Path) 
     assert 9 in plog.producers.producers
     plog.producers.expire(now + 61_000, 60_000)
     assert 9 not in plog.producers.producers
+
+
+def test_tiered_timestamp_lookup_survives_local_retention(tmp_path: Path) -> None:
+    """ListOffsets by time on a tiered partition: the remote tier said "the local log
+    answers" (the segment holding the record began at the local log start), and local
+    retention then deleted that uploaded segment before the local log was asked. The lookup
+    asks the remote tier again and finds the record there, not the first one after it."""
+    plog = open_log(tmp_path, segment_bytes=800)
+    stamps = [1_000 + 10 * i for i in range(40)]
+    for i, ts in enumerate(stamps):
+        produce(plog, [(b"k%d" % i, b"v")], timestamp_ms=ts)
+    plog.advance_high_watermark(plog.log_end_offset)
+    assert len(plog.segments) > 2
+    first = plog.segments[0]
+    target = first.max_timestamp  # held by the oldest local segment
+    wanted = next((i, ts) for i, ts in enumerate(stamps) if ts >= target)
+    calls = []
+
+    async def remote(log: PartitionLog, timestamp: int) -> tuple[int, int] | None:
+        calls.append(log.log_start_offset)
+        if len(calls) == 1:
+            log.delete_oldest_segment()  # uploaded, so local retention may delete it
+            return None  # what the remote tier answered before the deletion
+        # the remote tier holds the deleted segment
+        return wanted if log.log_start_offset > wanted[0] else None
+
+    got = asyncio.run(tiered_lookup(plog, target, remote))
+    assert got == wanted
+    assert len(calls) == 2
+    assert calls[1] > calls[0]

@@ -5,7 +5,9 @@ Why one: a SparkSession costs ~6.5 s to start and its first Python data source q
 more (a worker starts); and the JVM that pyspark launches first keeps its driver classpath
 for the life of the process, so ``spark.jars`` must be set by the first session anyway.
 ``format("sluice")`` is not registered here: Spark's discovery of ``pyspark_sluice`` finds
-it (tests check ``spark.register`` separately).
+it (tests check ``spark.register`` separately). Fixtures that hand it out are
+session-scoped and stop it only at the end of the run: a stopped session is not replaced
+under a fixture that holds it.
 """
 
 from __future__ import annotations
