@@ -9,8 +9,9 @@ measures:
 1. the store's raw throughput: PUT and GET of whole segment-sized objects (16 MiB, boto3
    through ``tiered.object_store.S3ObjectStore``, one request at a time, as the broker
    uploads one partition's segments), PUTs of small objects, and ranged GETs of one chunk
-   (4 MiB, what a cold remote read asks for); the PUTs just before the upload, the GETs just
-   before the reads, so that each is compared with a figure taken in the same conditions;
+   (remote.fetch.chunk.bytes, what a cold remote read asks for); the PUTs just before the
+   upload, the GETs just before the reads, so that each is compared with a figure taken in
+   the same conditions;
 2. upload: N MiB of 1 KiB records produced (confluent-kafka) to a topic with
    ``remote.storage.enable=true`` and ``remote.log.copy.disable=true`` (so it is all local),
    then copy enabled (IncrementalAlterConfigs): time from that request until
@@ -63,6 +64,7 @@ from controlplane.kafka import Admin
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
 from tests.support.tiering import TEST_ADMIN
+from tiered.chunk_cache import DEFAULT_CHUNK_BYTES, DEFAULT_READAHEAD
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.object_store import S3ObjectStore
@@ -76,7 +78,7 @@ SEGMENT = 16 * MiB
 serves a ranged GET at the cost of a whole one (tiered/README.md): 16 MiB keeps 16 segments
 in the default 256 MiB run, and is the store's multipart threshold, so each segment is one
 PUT, as each raw object is."""
-CHUNK = 4 * MiB
+CHUNK = DEFAULT_CHUNK_BYTES
 """remote.fetch.chunk.bytes (the broker's default): one ranged GET of a cold read."""
 RECORD = 1024
 RAW_OBJECTS = 8
@@ -242,7 +244,7 @@ class RawStore:
 
 
 def broker_settings(
-    endpoint: str, cache_bytes: int, readahead: int = 1, chunk_bytes: int = CHUNK
+    endpoint: str, cache_bytes: int, readahead: int = DEFAULT_READAHEAD, chunk_bytes: int = CHUNK
 ) -> dict[str, str]:
     return {
         "remote.fetch.readahead.chunks": str(readahead),
@@ -392,7 +394,9 @@ def restart(broker: BrokerProcess, s3: EmbeddedS3, count: int) -> None:
 # ---------------------------------------------------------------------------- the run
 
 
-def measure(mib: int, runs: int, workdir: Path | None, readahead: int = 1) -> dict[str, Any]:
+def measure(
+    mib: int, runs: int, workdir: Path | None, readahead: int = DEFAULT_READAHEAD
+) -> dict[str, Any]:
     out: dict[str, Any] = {"load_before": os.getloadavg(), "mib": mib, "runs": runs}
     out["readahead"] = readahead
     count = mib * MiB // RECORD
@@ -476,7 +480,7 @@ def measure(mib: int, runs: int, workdir: Path | None, readahead: int = 1) -> di
 
         raw.update(raw_store.get())
         print(
-            f"  raw GET of 16 MiB: {raw['get']:.1f} MiB/s, ranged GET of 4 MiB: "
+            f"  raw GET of 16 MiB: {raw['get']:.1f} MiB/s, ranged GET of {CHUNK // MiB} MiB: "
             f"{raw['ranged_ms']:.1f} ms ({raw['ranged']:.0f} MiB/s)",
             flush=True,
         )
@@ -569,7 +573,7 @@ def render(r: dict[str, Any]) -> str:
     rows = [
         raw_row("put", "S3 PUT of a 16 MiB object, raw (boto3 put_object)"),
         raw_row("get", "S3 GET of a 16 MiB object, raw (boto3 get_object)"),
-        raw_row("ranged", "S3 ranged GET of 4 MiB of a 16 MiB object, raw"),
+        raw_row("ranged", f"S3 ranged GET of {CHUNK // MiB} MiB of a 16 MiB object, raw"),
         ("broker upload of the closed segments", f"{up['rate']:.1f}", "-",
          f"{up['rate'] / raw['put']:.2f}x raw PUT; {up['rate'] * expected / (SEGMENT / MiB):.2f}x "
          "raw PUTs of a segment's 4 objects", cpu_note(u, "bench", up["mib"])),
@@ -618,9 +622,9 @@ def render(r: dict[str, Any]) -> str:
         "`tiered.object_store.S3ObjectStore` (boto3, one connection), one request at a time "
         "(the broker uploads a partition's segments one at a time), just before the upload "
         "(so both meet the produced data being written back to disk); GETs of them, then "
-        "ranged GETs of each 4 MiB chunk of each (`get_range`, what a cold remote read asks "
-        "for), just before the reads. MiB/s of the median request, and the range; contents "
-        "checked outside the timed calls.",
+        f"ranged GETs of each {CHUNK // MiB} MiB chunk of each (`get_range`, what a cold "
+        "remote read asks for), just before the reads. MiB/s of the median request, and the "
+        "range; contents checked outside the timed calls.",
         "- Upload: from the IncrementalAlterConfigs (confluent-kafka AdminClient) that sets "
         f"remote.log.copy.disable=false until DescribeRemoteLog lists all {up['closed']} "
         "closed segments as copy_finished (polled every 50 ms): bytes of those segments "
@@ -664,10 +668,10 @@ def render(r: dict[str, Any]) -> str:
         "for a raw ranged GET. "
         + (
             f"The broker fetches the {r['readahead']} chunk(s) after the one a fetch request "
-            f"reads in the background (remote.fetch.readahead.chunks={r['readahead']}), so the "
-            "consumer waits only for the part of each GET that its reading of the previous "
-            "chunk did not cover; each chunk is written to the broker's disk cache before it "
-            "is served."
+            f"reads in the background (remote.fetch.readahead.chunks={r['readahead']}), on "
+            "into the next segment near a segment's end, so the consumer waits only for the "
+            "part of each GET that its reading of the previous chunk did not cover; a fetched "
+            "chunk is served from memory, then written to the broker's disk cache."
             if r["readahead"]
             else "remote.fetch.readahead.chunks=0: the broker fetches a chunk only when a "
             "fetch request needs it, so the consumer waits for each GET in turn."
@@ -682,7 +686,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mib", type=int, default=256, help="MiB produced to each topic")
     parser.add_argument("--runs", type=int, default=5, help="runs of each read (median)")
     parser.add_argument(
-        "--readahead", type=int, default=1, help="remote.fetch.readahead.chunks (default 1)"
+        "--readahead",
+        type=int,
+        default=DEFAULT_READAHEAD,
+        help=f"remote.fetch.readahead.chunks (default {DEFAULT_READAHEAD})",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="parent of the temp dir")
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")

@@ -62,7 +62,6 @@ from wire.errors import (
     OffsetOutOfRange,
     RemoteStorageError,
 )
-from wire.record_batch import decode_records, parse_header
 from wire.transactions import encode_txn_index
 
 if TYPE_CHECKING:
@@ -367,29 +366,36 @@ class RemoteLogManager:
 
     # ------------------------------------------------------------------ reads
 
-    def segment_for(self, plog: PartitionLog, offset: int) -> RemoteSegment | None:
+    def _segments_at(
+        self, plog: PartitionLog, offset: int
+    ) -> tuple[RemoteSegment | None, RemoteSegment | None]:
+        """The remote segment holding ``offset`` (the last uploaded, when several do) and
+        the one after it (read ahead into when a read nears the first one's end)."""
         remote = self.image.remote_log(plog.topic, plog.partition)
         if remote is None:
-            return None
-        found = None
+            return None, None
+        found = following = None
         for segment in remote.finished():
             if segment.base_offset <= offset <= segment.end_offset:
-                found = segment
-        return found
+                found, following = segment, None
+            elif found is not None and following is None and segment.base_offset > found.end_offset:
+                following = segment
+        return found, following
 
-    async def read(self, plog: PartitionLog, offset: int, max_bytes: int) -> bytes:
+    async def read(self, plog: PartitionLog, offset: int, max_bytes: int) -> bytes | memoryview:
         """Batches from the remote tier starting at the one holding ``offset``."""
         if offset < plog.first_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} is below the log start {plog.first_offset} of {plog.name}"
             )
-        segment = self.segment_for(plog, offset)
+        segment, following = self._segments_at(plog, offset)
         if segment is None:
             raise OffsetOutOfRange(f"offset {offset} of {plog.name} is in neither tier")
         timeout = self.config.get_seconds("remote.fetch.max.wait.ms")
         try:
-            data: bytes = await asyncio.wait_for(
-                self._in(self.readers, self.reader.read, segment, offset, max_bytes), timeout
+            data: bytes | memoryview = await asyncio.wait_for(
+                self._in(self.readers, self.reader.read, segment, offset, max_bytes, following),
+                timeout,
             )
         except TimeoutError:
             log.warning("%s: remote read at %d timed out", plog.name, offset)
@@ -470,27 +476,11 @@ class RemoteLogManager:
                 continue
             if segment.base_offset >= plog.log_start_offset:
                 return None  # the local log answers from here on
-            found = await self._in(self.readers, self._find_timestamp, segment, timestamp, start)
+            found = await self._in(
+                self.readers, self.reader.offset_for_timestamp, segment, timestamp, start
+            )
             if found is not None:
                 return found
-        return None
-
-    def _find_timestamp(
-        self, segment: RemoteSegment, timestamp: int, start: int
-    ) -> tuple[int, int] | None:
-        position, base = self.reader.index(segment).entry_for_timestamp(timestamp)
-        while position < segment.size_bytes:
-            data = self.reader.batches_from(segment, position, base, 1 << 20)
-            if not data:
-                return None
-            for record in decode_records(data):
-                if record.timestamp >= timestamp and record.offset >= start:
-                    return record.offset, record.timestamp
-            at = 0
-            while at < len(data):
-                header = parse_header(data, at)
-                base, at = header.last_offset + 1, at + header.size
-            position += len(data)
         return None
 
 

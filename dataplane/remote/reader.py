@@ -25,7 +25,14 @@ from tiered.layout import segment_keys
 from tiered.object_store import ObjectStore
 from tiered.remote_segment import RemoteSegment
 from wire.errors import CorruptRecord, RemoteStorageError
-from wire.record_batch import CRC_START, HEADER_SIZE, BatchHeader, parse_header
+from wire.record_batch import (
+    CRC_START,
+    HEADER_SIZE,
+    BatchHeader,
+    decode_records,
+    iter_headers,
+    parse_header,
+)
 from wire.segment_index import IndexView, parse_index
 from wire.transactions import TXN_INDEX_ENTRY_SIZE, AbortedTxn, parse_txn_index
 
@@ -42,7 +49,7 @@ class RemoteReader:
         key = segment_keys(self.cluster_id, segment).index
         for attempt in range(2):
             raw = self._get(key, segment.index_bytes, 0, segment.index_bytes)
-            view = parse_index(raw)
+            view = parse_index(bytes(raw))
             if view is not None and view.base_offset == segment.base_offset:
                 return view
             self.cache.invalidate(key)
@@ -69,14 +76,26 @@ class RemoteReader:
                 break
         raise RemoteStorageError(f"the transaction index object {key} is damaged")
 
-    def read(self, segment: RemoteSegment, offset: int, max_bytes: int) -> bytes:
+    def read(
+        self,
+        segment: RemoteSegment,
+        offset: int,
+        max_bytes: int,
+        following: RemoteSegment | None = None,
+    ) -> bytes | memoryview:
         """Whole batches of ``segment`` from the one holding ``offset``, up to ``max_bytes``
-        (at least one batch)."""
+        (at least one batch). When the read ends within the cache's read-ahead window of the
+        segment's end, the first chunks of ``following`` (the partition's next remote
+        segment) and its index are fetched in the background: a consumer crossing from one
+        segment to the next does not wait for them."""
         key = segment_keys(self.cluster_id, segment).log
         for attempt in range(2):
             position, base = self.index(segment).entry_for(offset)
             try:
-                return self._whole_batches(segment, key, position, base, max_bytes, offset)
+                data, end = self._whole_batches(segment, key, position, base, max_bytes, offset)
+                if following is not None:
+                    self._prefetch_following(segment, end, following)
+                return data
             except _Damaged as exc:
                 self.cache.invalidate(key)
                 if attempt:
@@ -85,27 +104,62 @@ class RemoteReader:
                     ) from None
         raise AssertionError("unreachable")
 
+    def _prefetch_following(
+        self, segment: RemoteSegment, end: int, following: RemoteSegment
+    ) -> None:
+        """Read ahead into ``following`` (its index, and as many chunks as the cache reads
+        ahead) when ``segment`` has fewer than the read-ahead window's bytes left after
+        byte ``end``."""
+        window = self.cache.readahead * self.cache.chunk_bytes
+        if not window or segment.size_bytes - end >= window:
+            return
+        keys = segment_keys(self.cluster_id, following)
+        self.cache.prefetch(self.store, keys.index, following.index_bytes, 0, 1)
+        self.cache.prefetch(self.store, keys.log, following.size_bytes, 0, self.cache.readahead)
+
+    def offset_for_timestamp(
+        self, segment: RemoteSegment, timestamp: int, start: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record of ``segment`` at or after offset
+        ``start`` with a timestamp >= ``timestamp``; None when it holds none. Reads from
+        the time index's entry on, 1 MiB at a time, every batch of each read."""
+        position, base = self.index(segment).entry_for_timestamp(timestamp)
+        while position < segment.size_bytes:
+            data = self.batches_from(segment, position, base, 1 << 20)
+            if not data:
+                return None
+            view = memoryview(data)
+            for header in iter_headers(data):
+                base = header.last_offset + 1
+                if header.max_timestamp < timestamp or header.last_offset < start:
+                    continue
+                for record in decode_records(view[header.position : header.position + header.size]):
+                    if record.timestamp >= timestamp and record.offset >= start:
+                        return record.offset, record.timestamp
+            position += len(data)
+        return None
+
     def batches_for_timestamp(
         self, segment: RemoteSegment, timestamp: int, max_bytes: int
-    ) -> bytes:
+    ) -> bytes | memoryview:
         """Whole batches from an indexed batch at or before the first one holding a timestamp
         >= ``timestamp``, checked as ``read``'s."""
         key = segment_keys(self.cluster_id, segment).log
         position, base = self.index(segment).entry_for_timestamp(timestamp)
         try:
-            return self._whole_batches(segment, key, position, base, max_bytes, -1)
+            return self._whole_batches(segment, key, position, base, max_bytes, -1)[0]
         except _Damaged as exc:
             self.cache.invalidate(key)
             raise RemoteStorageError(f"{key}: {exc}; the object is corrupted") from None
 
     def batches_from(
         self, segment: RemoteSegment, position: int, base: int, max_bytes: int
-    ) -> bytes:
+    ) -> bytes | memoryview:
         """Whole batches from byte ``position``, where the batch with base offset ``base``
         starts."""
         key = segment_keys(self.cluster_id, segment).log
         try:
-            return self._whole_batches(segment, key, position, base, max_bytes, -1)
+            return self._whole_batches(segment, key, position, base, max_bytes, -1)[0]
         except _Damaged as exc:
             self.cache.invalidate(key)
             raise RemoteStorageError(f"{key}: {exc}; the object is corrupted") from None
@@ -118,18 +172,22 @@ class RemoteReader:
         expected: int,
         max_bytes: int,
         offset: int,
-    ) -> bytes:
+    ) -> tuple[bytes | memoryview, int]:
         """Checked batches from ``position`` (where base offset ``expected`` starts),
-        skipping those wholly below ``offset``, up to ``max_bytes`` (at least one)."""
+        skipping those wholly below ``offset``, up to ``max_bytes`` (at least one); and the
+        byte position in the object where they end. The batches taken from one window are
+        one slice of it (no copy when they are all of it)."""
         size = segment.size_bytes
         epochs = {epoch for epoch, _ in segment.epochs}
         window = max(MIN_WINDOW, max_bytes)
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         taken = 0
         while position < size:
             end = min(size, position + window)
             chunk = self._get(key, size, position, end)
             at = 0
+            first = -1  # where this window's batches that are taken begin
+            full = False  # max_bytes reached: the next batch is left out
             while at + HEADER_SIZE <= len(chunk):
                 header = parse_header(chunk, at)
                 length = header.size
@@ -141,14 +199,18 @@ class RemoteReader:
                 _check(header, expected, segment, epochs, where)
                 if crc32c.crc32c(memoryview(chunk)[at + CRC_START : at + length]) != header.crc:
                     raise _Damaged(f"{where} (offset {header.base_offset}) fails its CRC")
-                expected = header.last_offset + 1
                 if header.last_offset >= offset:
                     if taken and taken + length > max_bytes:
-                        return b"".join(out)
-                    out.append(bytes(chunk[at : at + length]))
+                        full = True
+                        break
+                    if first < 0:
+                        first = at
                     taken += length
+                expected = header.last_offset + 1
                 at += length
-            if at == 0:
+            if first >= 0:
+                out.append(chunk if (first, at) == (0, len(chunk)) else chunk[first:at])
+            if at == 0 and not full:
                 if len(chunk) < HEADER_SIZE:
                     raise _Damaged(
                         f"the object ends {len(chunk)} bytes after byte {position}, inside a "
@@ -159,11 +221,11 @@ class RemoteReader:
                 window = max(window, parse_header(head, 0).size)
                 continue
             position += at
-            if taken >= max_bytes:
+            if full or taken >= max_bytes:
                 break
-        return b"".join(out)
+        return (out[0] if len(out) == 1 else b"".join(out)), position
 
-    def _get(self, key: str, size: int, start: int, end: int) -> bytes:
+    def _get(self, key: str, size: int, start: int, end: int) -> bytes | memoryview:
         try:
             return self.cache.read(self.store, key, size, start, end)
         except ObjectStoreError as exc:
