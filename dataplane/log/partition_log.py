@@ -265,7 +265,7 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> AppendResult:  # noqa: C901, PLR0912 - the append path: one flat sequence of checks
+    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> AppendResult:  # noqa: C901, PLR0912, PLR0915 - the append path: one flat sequence of checks
         """Append validated batches from a produce request (``data`` is not modified).
 
         Raises MessageTooLarge, InvalidRecords / InvalidTimestamps (records that break the
@@ -310,45 +310,50 @@ class PartitionLog:
                         f"record batch of {header.size} bytes recompressed to "
                         f"{config['compression.type']} exceeds max.message.bytes={max_message}"
                     )
-        if (retried := self._refuse_while_full(headers)) is not None:
-            return retried
-        if len(headers) == 1:
-            duplicate = self.producers.check(headers[0])
-            if duplicate is not None:
-                return AppendResult(
-                    duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset, True
-                )
-        else:
+        with self.producers.noting_refusals(headers):
+            if (retried := self._refuse_while_full(headers)) is not None:
+                return retried
+            if len(headers) == 1:
+                duplicate = self.producers.check(headers[0])
+                if duplicate is not None:
+                    return AppendResult(
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        -1,
+                        self.log_start_offset,
+                        True,
+                    )
+            else:
+                for header in headers:
+                    if self.producers.check(header) is not None:
+                        raise CorruptRecord("a duplicate batch inside a multi-batch request")
+            local = self._local
+            with local.refusing_when_full():
+                if local.roll_due(
+                    len(data),
+                    count,
+                    newest,
+                    now_ms,
+                    segment_bytes=config.get_int("segment.bytes"),
+                    segment_ms=config.get_int("segment.ms"),
+                ):
+                    self.roll()
+                offset = local.segments[-1].next_offset
+                if self.leader_epoch > self.epochs.latest_epoch:
+                    self.epochs.assign(self.leader_epoch, offset)  # durable before the data
+            patched: list[BatchHeader] = []
+            pieces: list[bytes | bytearray | memoryview] = []
+            view = memoryview(data)
             for header in headers:
-                if self.producers.check(header) is not None:
-                    raise CorruptRecord("a duplicate batch inside a multi-batch request")
-        local = self._local
-        with local.refusing_when_full():
-            if local.roll_due(
-                len(data),
-                count,
-                newest,
-                now_ms,
-                segment_bytes=config.get_int("segment.bytes"),
-                segment_ms=config.get_int("segment.ms"),
-            ):
-                self.roll()
-            offset = local.segments[-1].next_offset
-            if self.leader_epoch > self.epochs.latest_epoch:
-                self.epochs.assign(self.leader_epoch, offset)  # durable before the data
-        patched: list[BatchHeader] = []
-        pieces: list[bytes | bytearray | memoryview] = []
-        view = memoryview(data)
-        for header in headers:
-            # Only the 61-byte header is copied and patched; the records are written
-            # from the request buffer as they came (one writev for the whole request).
-            head = patched_header(view, header, offset, self.leader_epoch, log_append_time)
-            fixed = BatchHeader(header.position, *HEADER.unpack_from(head, 0))
-            patched.append(fixed)
-            pieces.append(head)
-            pieces.append(view[header.position + HEADER_SIZE : header.position + header.size])
-            offset = fixed.next_offset
-        local.write(pieces, len(data), patched)
+                # Only the 61-byte header is copied and patched; the records are written
+                # from the request buffer as they came (one writev for the whole request).
+                head = patched_header(view, header, offset, self.leader_epoch, log_append_time)
+                fixed = BatchHeader(header.position, *HEADER.unpack_from(head, 0))
+                patched.append(fixed)
+                pieces.append(head)
+                pieces.append(view[header.position + HEADER_SIZE : header.position + header.size])
+                offset = fixed.next_offset
+            local.write(pieces, len(data), patched)
         for header in patched:
             self.producers.record(header, now_ms)
         self.dirty = True

@@ -28,12 +28,24 @@ Snapshot file ``OFFSET.snapshot`` (OFFSET: the log end offset it was taken at, 2
 ``coordinatorEpoch`` the coordinator epoch of its last marker (-1: none). Version 1 (the
 same without the last two fields) still loads. ``unreplicated`` is not in the snapshot,
 as in Kafka.
+
+Batches behind one a full disk refused: when a write fails for lack of space
+(``LogDirFull``, retriable), the batch that was next in its producer's sequence is noted
+(``noting_refusals``), and until that batch comes again every later one of the same
+producer and epoch is refused alike, not answered OUT_OF_ORDER_SEQUENCE. librdkafka answers
+that error by bumping its epoch and re-sending everything it has in flight on every
+partition under new sequence numbers, which duplicates what was written but not yet
+acknowledged. The data directory's refusal window (``log.dir.full.backoff.ms``) covers the
+requests right behind; this covers one that arrives after the window (found by the soak).
+At most ``MAX_REFUSED`` producers are noted per partition.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import crc32c
@@ -41,12 +53,15 @@ import crc32c
 from wire.errors import (
     InvalidProducerEpoch,
     InvalidTxnState,
+    LogDirFull,
     OutOfOrderSequence,
     TransactionCoordinatorFenced,
 )
 from wire.record_batch import NO_SEQUENCE, TRANSACTIONAL_BIT, BatchHeader
 
 SEQUENCE_MODULUS = 0x80000000
+MAX_REFUSED = 10_000
+"""Producers whose refused batch a partition remembers (the oldest noted is forgotten)."""
 SNAPSHOT_VERSION = 2
 
 
@@ -98,6 +113,8 @@ class ProducerStateTable:
         """Producer id -> first offset of its open transaction, in first-offset order."""
         self.unreplicated: list[CompletedTxn] = []
         """Completed transactions whose marker is at or above the high watermark."""
+        self.refused: dict[int, tuple[int, int]] = {}
+        """Producer id -> (epoch, sequence) of its next batch, refused by a full disk."""
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a batch; return the original metadata when it is a duplicate."""
@@ -105,6 +122,8 @@ class ProducerStateTable:
         if pid < 0:
             return None
         entry = self.producers.get(pid)
+        if pid in self.refused:
+            self._hold_back(header, entry)
         first, last = header.base_sequence, header.last_sequence
         if entry is None:
             if first not in (0, NO_SEQUENCE):
@@ -168,6 +187,52 @@ class ProducerStateTable:
             )
         )
         entry.last_timestamp_ms = header.max_timestamp if now_ms is None else now_ms
+
+    def _expected(self, header: BatchHeader, entry: ProducerEntry | None) -> int:
+        """The sequence this producer's next batch must start at (header's epoch)."""
+        if entry is None or header.producer_epoch != entry.epoch or entry.last_seq == NO_SEQUENCE:
+            return 0
+        return (entry.last_seq + 1) % SEQUENCE_MODULUS
+
+    def _hold_back(self, header: BatchHeader, entry: ProducerEntry | None) -> None:
+        """LogDirFull for a batch behind its producer's refused one (see the module)."""
+        pid = header.producer_id
+        epoch, sequence = self.refused[pid]
+        if header.producer_epoch != epoch or self._expected(header, entry) != sequence:
+            del self.refused[pid]  # a new epoch, or the refused batch is written
+            return
+        first = header.base_sequence
+        if first in (sequence, NO_SEQUENCE):
+            return
+        if entry is not None and any(
+            m.first_seq == first and m.last_seq == header.last_sequence for m in entry.batches
+        ):
+            return  # a retry of a batch written before: answered as the duplicate it is
+        raise LogDirFull(
+            f"producer {pid}: its batch at sequence {sequence} was refused by a full disk; "
+            f"this one (sequence {first}) is refused until that one is written: retry"
+        )
+
+    @contextlib.contextmanager
+    def noting_refusals(self, headers: list[BatchHeader]) -> Iterator[None]:
+        """Around an append of ``headers``: when it fails with LogDirFull, note the first
+        batch that was next in its producer's sequence."""
+        try:
+            yield
+        except LogDirFull:
+            header = headers[0]
+            pid = header.producer_id
+            entry = self.producers.get(pid)
+            if (
+                pid >= 0
+                and pid not in self.refused
+                and header.base_sequence != NO_SEQUENCE
+                and header.base_sequence == self._expected(header, entry)
+            ):
+                self.refused[pid] = (header.producer_epoch, header.base_sequence)
+                if len(self.refused) > MAX_REFUSED:
+                    del self.refused[next(iter(self.refused))]
+            raise
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Validate a marker before it is written (leader side)."""

@@ -98,3 +98,59 @@ def test_a_full_disk_outside_the_segment_write_refuses_alike(
     assert produce(plog, [(None, b"b")], producer=(PID, 0, 1)) == (1, 1)
     assert produce(plog, [(None, b"c")], producer=(PID, 0, 2)) == (2, 2)
     plog.close()
+
+
+def test_a_batch_behind_a_refused_one_is_refused_after_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request behind a refused one arrives after log.dir.full.backoff.ms (the soak's
+    duplicates: it was OUT_OF_ORDER_SEQUENCE, and librdkafka bumped its epoch): it is
+    refused alike until the refused batch comes again; other producers are not held."""
+    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.0)
+    plog = open_log(tmp_path)
+    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
+
+    real = Segment.append_pieces
+    full = [True]
+
+    def append_pieces(self: Segment, *args: Any) -> int:
+        if full[0]:
+            full[0] = False
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args)
+
+    monkeypatch.setattr(Segment, "append_pieces", append_pieces)
+    with pytest.raises(LogDirFull):  # the disk refuses seq 1
+        produce(plog, [(None, b"b")], producer=(PID, 0, 1))
+    for _ in range(2):  # seq 2, in flight, arrives when the disk takes writes again
+        with pytest.raises(LogDirFull, match="sequence 1 was refused"):
+            produce(plog, [(None, b"c")], producer=(PID, 0, 2))
+    assert produce(plog, [(None, b"x")], producer=(PID + 1, 0, 0)) == (1, 1)
+    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)  # a retry: its offsets
+    assert produce(plog, [(None, b"b")], producer=(PID, 0, 1)) == (2, 2)
+    assert produce(plog, [(None, b"c")], producer=(PID, 0, 2)) == (3, 3)
+    assert not plog.producers.refused
+    plog.close()
+
+
+def test_a_new_epoch_is_not_held_behind_the_old_ones_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.0)
+    plog = open_log(tmp_path)
+    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
+    real = Segment.append_pieces
+    full = [True]
+
+    def append_pieces(self: Segment, *args: Any) -> int:
+        if full[0]:
+            full[0] = False
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args)
+
+    monkeypatch.setattr(Segment, "append_pieces", append_pieces)
+    with pytest.raises(LogDirFull):
+        produce(plog, [(None, b"b")], producer=(PID, 0, 1))
+    assert produce(plog, [(None, b"b")], producer=(PID, 1, 0)) == (1, 1)
+    assert not plog.producers.refused
+    plog.close()
