@@ -1,6 +1,7 @@
 """Failover of a partition leader: killed (-9) or frozen (SIGSTOP), Sluice beside Kafka.
 
     python -m bench.bench_failover [--kills N] [--pauses N] [--restarts N] [--skip-kafka]
+                                   [--only-fencing] [--keep]
                                    [--no-write]
 
 Three systems, one after the other, each a 3-broker cluster on this machine with a topic of
@@ -277,12 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restarts", type=int, default=6)
     parser.add_argument("--skip-kafka", action="store_true")
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
+    parser.add_argument(
+        "--only-fencing", action="store_true", help="Sluice with exit fencing only (no 'off' run)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the work directory (its logs) and print it"
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-failover-"))
     results = []
     try:
-        for fencing in (True, False):
+        for fencing in (True,) if args.only_fencing else (True, False):
             label = f"Sluice, exit fencing {'on' if fencing else 'off'}"
             n = len(results)
             results.append(
@@ -308,7 +315,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"== work directory kept: {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     section = render(results, (load_before, os.getloadavg()[0]))
     print(section)
     if not args.no_write:

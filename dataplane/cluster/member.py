@@ -37,7 +37,7 @@ from dataplane.cluster import records as r
 from dataplane.cluster.controller import QuorumController
 from dataplane.cluster.image import MetadataImage, PartitionState
 from dataplane.cluster.topics import NewTopic, create_topic
-from dataplane.raft.server import RaftServer
+from dataplane.raft.server import RaftServer, ServerConfig
 from dataplane.raft.transport import LocalTransport, TcpTransport
 from wire.client import Channels
 from wire.errors import (
@@ -197,6 +197,13 @@ class ClusterMember:
             self.directory,
             self.image,
             transport,
+            config=ServerConfig(
+                election_ticks=max(
+                    2,
+                    self.config.get_int("controller.quorum.election.timeout.ms")
+                    // int(ServerConfig.tick_ms),
+                )
+            ),
             on_state_change=self._on_raft_change,
             on_failure=self._on_raft_failure,
         )
@@ -324,6 +331,18 @@ class ClusterMember:
         """The active controller's id as this broker knows it (-1 if none)."""
         leader = None if self.raft is None else self.raft.leader_id
         return -1 if leader is None else int(leader)
+
+    def controller_gone(self, broker_id: int, incarnation: str) -> bool:
+        """The supervisor saw the process of ``broker_id`` (``incarnation``) exit: if it
+        was the active controller as this voter knows it, campaign now rather than after an
+        election timeout (``RaftNode.leader_gone``). True if this broker campaigns."""
+        info = self.image.brokers.get(broker_id)
+        if self.raft is None or info is None or info.incarnation != incarnation:
+            return False  # a restarted broker's new registration: its process is not gone
+        if self.controller_id != broker_id or not self.raft.leader_gone(broker_id):
+            return False
+        log.info("controller %d exited (its supervisor says): campaigning now", broker_id)
+        return True
 
     def local_controller(self) -> QuorumController | None:
         c = self.controller

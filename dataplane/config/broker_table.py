@@ -83,6 +83,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "controller.quorum.election.timeout.ms",
+            I,
+            500,
+            "A metadata-quorum voter that hears nothing from a leader for a time drawn from "
+            "[this, twice this) starts an election (a voter the control plane tells that the "
+            "leader's process exited campaigns at once). Counted in ticks of 50 ms.",
+            minimum=100,
+            read_only=True,
+        ),
+        ConfigDef(
             "inter.broker.unacked.timeout.ms",
             I,
             3000,

@@ -8,6 +8,7 @@ timeout is drawn from an injected RNG). A driver feeds it events:
 - ``propose(payload)``     an application write (leader only),
 - ``compact(index, data)`` the application took a snapshot at ``index``,
 - ``transfer_leadership(to)``,
+- ``leader_gone(leader)``   the driver learned from outside that ``leader`` is gone,
 - ``set_learners(ids)``    the learner set changed,
 
 and collects effects with ``ready()``, which hands out, in the order they must happen:
@@ -388,6 +389,18 @@ class RaftNode:
         else:
             self._send_append(to, allow_empty=False)
 
+    def leader_gone(self, leader: int) -> bool:
+        """Told from outside that the node ``leader`` is gone (its supervisor saw its
+        process exit): a voter that follows it campaigns now, as on TimeoutNow (no pre-vote;
+        voters still in their lease of that leader grant the vote), instead of after an
+        election timeout. As safe as any election: a vote still needs an up-to-date log, and
+        a leader that is not gone after all steps down at the higher term. True if this
+        node campaigns; False when it leads, is not a voter or follows another leader."""
+        if self.role is Role.LEADER or self.id not in self.voters or self.leader_id != leader:
+            return False
+        self._hup(transfer=True)
+        return True
+
     def set_learners(self, ids: Iterable[int]) -> None:
         """Replace the learner set (voters in ``ids`` are ignored). Any node, any time: a
         leader starts replicating to new learners (probing from its last index down, or
@@ -587,6 +600,10 @@ class RaftNode:
                 self._election_elapsed = 0
         else:
             self._send(VoteResponse(self.id, m.src, self.term, granted=False, pre_vote=m.pre_vote))
+            if m.transfer and not up_to_date and self.role is Role.FOLLOWER:
+                # the candidate was told the leader is gone (or is a transferee), but this
+                # log is the longer one: it campaigns itself now, not after a timeout
+                self._hup(transfer=True)
 
     def _handle_vote_response(self, m: VoteResponse) -> None:
         if m.src not in self.voters:

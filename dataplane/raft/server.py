@@ -261,6 +261,12 @@ class RaftServer:
                 self._leader_changed.clear()
                 await self._leader_changed.wait()
 
+    def leader_gone(self, leader: int) -> bool:
+        """``RaftNode.leader_gone``: campaign now if this voter follows ``leader``."""
+        campaigning = self.node.leader_gone(leader)
+        self._wake.set()
+        return campaigning
+
     # --- the loop -----------------------------------------------------------------------
 
     def _on_message(self, message: Message) -> None:

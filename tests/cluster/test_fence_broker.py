@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from controlplane.kafka import Admin, PartitionInfo
 from tests.support.cluster_workload import wait_for
@@ -84,3 +85,54 @@ def test_fence_broker_moves_a_dead_process_s_leaderships_at_once(cluster: Sluice
     )
     assert fence(cluster, via, leader, dead) is False
     assert leader in (partition(cluster, via) or start).isr
+
+
+def controller_of(client: AdminClient) -> tuple[int] | None:
+    """(the controller's id,) as a broker's metadata names it; None while it names none."""
+    controller = client.list_topics(timeout=10).controller_id
+    return (controller,) if controller >= 0 else None
+
+
+def test_fence_broker_of_the_dead_controller_elects_a_new_one_at_once(
+    cluster: SluiceCluster,
+) -> None:
+    """The process that exited was the active controller: the voter asked campaigns at once
+    (the others wait 60 s for an election: ``controller.quorum.election.timeout.ms``), wins,
+    and fences it; its leaderships move."""
+    asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
+    wait_for(
+        lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
+        60,
+        "partition 0 with a full ISR",
+    )
+    client = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.ports(0)[0]}"})
+    controller = wait_for(lambda: controller_of(client), 30, "a controller")[0]
+    # the other voters restart with a 60-second election timeout, one at a time (a cluster
+    # formed with it would wait that long for its first election)
+    for i in (i for i in range(3) if i != controller):
+        cluster.kill(i)
+        cluster.broker(i).settings["controller.quorum.election.timeout.ms"] = "60000"
+        cluster.broker(i).settings["broker.incarnation.id"] = str(uuid.uuid4())
+        cluster.start(i)
+        wait_for(
+            lambda: (p := partition(cluster, controller)) is not None and len(p.isr) == 3,
+            120,
+            f"broker {i} back in the ISR",
+        )
+    assert client.list_topics(timeout=10).controller_id == controller
+    via = next(i for i in range(3) if i != controller)
+    dead = cluster.broker(controller).settings["broker.incarnation.id"]
+    cluster.kill(controller)
+    assert fence(cluster, via, controller, dead) is True
+    others = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.ports(via)[0]}"})
+    (new,) = wait_for(
+        lambda: (c := controller_of(others)) is not None and c != (controller,) and c,
+        30,
+        "a new controller (an election timeout would take 60 s)",
+    )
+    assert new != controller
+    assert wait_for(
+        lambda: (p := partition(cluster, via)) is not None and controller not in p.isr and p,
+        30,
+        "the dead controller out of the ISR",
+    )

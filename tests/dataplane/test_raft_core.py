@@ -247,6 +247,56 @@ def test_leader_transfer() -> None:
     assert net.applied[2] == [b"x", b"y"]
 
 
+def test_a_follower_told_its_leader_is_gone_campaigns_at_once() -> None:
+    """The supervisor saw the leader's process exit: the follower it tells campaigns with
+    no tick (no election timeout), and the other follower, still in its lease of the dead
+    leader, grants the vote (as after TimeoutNow); what was committed stays."""
+    net = Net(3)
+    net.elect(1)
+    net.nodes[1].propose(b"x")
+    net.pump()
+    net.tick_all(2)
+    net.crash(1)
+    term = net.nodes[1].term
+    assert not net.nodes[3].leader_gone(2)  # not its leader: nothing happens
+    assert net.nodes[3].leader_id == 1
+    assert net.nodes[3].leader_gone(1)
+    net.pump()
+    assert net.leaders() == [3]
+    assert net.nodes[3].term == term + 1
+    net.nodes[3].propose(b"y")
+    net.pump()
+    net.tick_all(2)
+    assert net.applied[2] == [b"x", b"y"]
+
+
+def test_a_longer_log_campaigns_when_a_stale_one_is_told_the_leader_is_gone() -> None:
+    """The follower told that the leader is gone missed its last entries: the other
+    follower refuses its vote and, its log being the longer one, campaigns at once."""
+    net = Net(3)
+    net.elect(1)
+    net.cut.add(frozenset((1, 3)))
+    net.nodes[1].propose(b"x")
+    net.pump()
+    assert net.nodes[3].last_index < net.nodes[2].last_index
+    net.crash(1)
+    net.heal()
+    assert net.nodes[3].leader_gone(1)
+    net.pump()
+    assert net.leaders() == [2]
+    net.tick_all(2)
+    assert net.applied[3] == [b"x"]
+
+
+def test_leader_gone_is_ignored_by_the_leader_and_by_learners() -> None:
+    net = Net(3, learners=1)
+    net.elect(1)
+    assert not net.nodes[1].leader_gone(1)
+    assert not net.nodes[4].leader_gone(1)
+    net.pump()
+    assert net.leaders() == [1]
+
+
 def test_leader_refuses_proposals_while_transferring() -> None:
     net = Net(3)
     net.elect(1)

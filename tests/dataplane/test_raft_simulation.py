@@ -141,6 +141,8 @@ class Stats:
     snapshots: int = 0
     installs: int = 0
     transfers: int = 0
+    hints: int = 0
+    """``leader_gone`` calls: after a leader's crash (as the supervisor sends), or false."""
     dropped: int = 0
     learner_changes: int = 0
     learner_applied: int = 0
@@ -417,7 +419,12 @@ class Simulation:
         live = [i for i in self.ids if self.nodes.get(i) is not None]
         leaders = [i for i in live if self.nodes[i].role is Role.LEADER]  # type: ignore[union-attr]
         if r < 0.25 and live:
-            self.crash(self.rng.choice(leaders or live), "chaos")
+            victim = self.rng.choice(leaders or live)
+            self.crash(victim, "chaos")
+            if victim in leaders and self.rng.random() < 0.5:
+                self.hint(victim)  # its supervisor saw it exit
+        elif r < 0.28 and leaders:
+            self.hint(leaders[0])  # a false hint: the leader is alive
         elif r < 0.45:
             side = self.rng.sample(self.ids, self.rng.randint(1, len(self.ids) // 2))
             self.group = {i: (1 if i in side else 0) for i in self.ids}
@@ -455,6 +462,19 @@ class Simulation:
             live_learners = [i for i in live if i in self.learner_pool]
             if live_learners:
                 self.crash(self.rng.choice(live_learners), "chaos, learner")
+
+    def hint(self, leader: int) -> None:
+        """Tell one live node that ``leader`` is gone (``RaftNode.leader_gone``)."""
+        others = [i for i in self.ids if i != leader and self.nodes.get(i) is not None]
+        if not others:
+            return
+        told = self.rng.choice(others)
+        node = self.nodes[told]
+        assert node is not None
+        campaigns = node.leader_gone(leader)
+        self.stats.hints += 1
+        self.log(f"hint {told}: leader {leader} gone ({'campaigns' if campaigns else 'ignored'})")
+        self.drain(told)
 
     def change_learners(self, learners: frozenset[int]) -> None:
         """A new learner set; each live node hears of it after its own delay."""
