@@ -55,6 +55,8 @@ class BrokerRuntime:
     incarnation: str = ""
     """The running process's ``broker.incarnation.id`` ("" when it is not known: an adopted
     process started without one)."""
+    spawned_at: float = 0.0
+    """Monotonic time this control plane started the running process (0: adopted)."""
 
 
 class Manager(Protocol):

@@ -224,6 +224,7 @@ class Supervision(ReconcilerBase):
             command, record.data_dir, record.log_path, self._broker_environment(cluster)
         )
         rt.incarnation = incarnation
+        rt.spawned_at = time.monotonic()
         self._watch(rt)
         rt.state = BrokerState.STARTING
         self.store.update_broker(
@@ -448,9 +449,15 @@ class Supervision(ReconcilerBase):
         if not incarnation or not self.settings.broker_exit_fencing_enable:
             return
         broker_id = rt.record.broker_id
+        # serving ones first, the longest running first: the broker asked campaigns when
+        # the exited one was the controller, and one that has just restarted may still be
+        # catching up on the metadata log (its vote request refused: an election timeout)
         others = [
             other.record
-            for other in self.runtimes.values()
+            for other in sorted(
+                self.runtimes.values(),
+                key=lambda o: (o.state != BrokerState.RUNNING, o.spawned_at),
+            )
             if other is not rt and other.proc is not None
         ]
 

@@ -268,6 +268,7 @@ class _Peer:
         backoff = 0.02
         while True:
             writer: asyncio.StreamWriter | None = None
+            closed: asyncio.Future[bytes] | None = None
             try:
                 # asyncio.timeout, not wait_for: on 3.11 a wait_for cancelled just as the
                 # connection completes loses (and leaks) it.
@@ -279,12 +280,19 @@ class _Peer:
                         nonce = await reader.readexactly(NONCE_BYTES)
                         connected.write(proof(self.transport.secret, nonce))
                 backoff = 0.02
+                # the peer never writes on this connection: a read that returns is its close
+                # (a restarted peer's old connection; written to, it would swallow frames)
+                closed = asyncio.ensure_future(reader.read(1))
                 while True:
                     if not self.queue:
                         self.wakeup.clear()
-                        await self.wakeup.wait()
-                    if connected.is_closing():
-                        raise ConnectionResetError("connection closed")
+                        woken = asyncio.ensure_future(self.wakeup.wait())
+                        try:
+                            await asyncio.wait((closed, woken), return_when=asyncio.FIRST_COMPLETED)
+                        finally:
+                            woken.cancel()
+                    if connected.is_closing() or closed.done():
+                        raise ConnectionResetError("connection closed by the peer")
                     frames = b"".join(self.queue)
                     self.queue.clear()
                     connected.write(frames)
@@ -298,6 +306,8 @@ class _Peer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
             finally:
+                if closed is not None:
+                    closed.cancel()
                 if writer is not None:
                     writer.close()
                     with contextlib.suppress(Exception):

@@ -441,3 +441,41 @@ async def test_three_voters_and_a_learner_added_later(tmp_path: Path) -> None:
     finally:
         for s in [*servers.values(), learner]:
             await s.close()
+
+
+async def test_a_message_after_the_peer_restarted_reaches_its_new_process() -> None:
+    """The peer restarted since the last frame sent to it: its old connection is seen closed
+    at once (the peer never writes on it) and the next message goes out on a new one. It
+    used to be written into the dead connection and lost: a vote request lost so was an
+    election timeout (0.5-1 s) after a controller's kill."""
+    addresses: dict[int, Address] = {1: ("127.0.0.1", free_port()), 2: ("127.0.0.1", free_port())}
+    sender = TcpTransport(1, addresses)
+    first: list[Message] = []
+    peer = TcpTransport(2, addresses)
+    await sender.start(lambda message: None)
+    await peer.start(first.append)
+    again: list[Message] = []
+    restarted = TcpTransport(2, addresses)
+    try:
+        sender.send(VoteRequest(1, 2, 1, 0, 0))
+        for _ in range(1000):
+            if first:
+                break
+            await asyncio.sleep(0.01)
+        assert first == [VoteRequest(1, 2, 1, 0, 0)]
+        await peer.close()
+        await restarted.start(again.append)
+        for _ in range(1000):  # the sender notices the close without sending anything
+            if sender.connections_lost:
+                break
+            await asyncio.sleep(0.01)
+        assert sender.connections_lost == 1
+        sender.send(VoteRequest(1, 2, 2, 0, 0, transfer=True))
+        for _ in range(1000):
+            if again:
+                break
+            await asyncio.sleep(0.01)
+        assert again == [VoteRequest(1, 2, 2, 0, 0, transfer=True)]
+    finally:
+        await sender.close()
+        await restarted.close()
