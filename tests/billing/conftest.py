@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.conftest import unique
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.processes import die_with_parent_preexec
-from tests.support.spark_session import local_session, stop_session
+from tests.support.spark_session import session, spark_run  # noqa: F401 - fixtures
 from wire.usage import USAGE_TOPIC, MalformedUsage, UsageEvent
 
 USAGE_PARTITIONS = 2
@@ -52,19 +52,6 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Bro
         for proc in brokers.values():
             proc.stop()
             proc.kill()
-
-
-@pytest.fixture(scope="session")
-def session() -> Iterator[Any]:
-    """The run's local[2] SparkSession (tests.support.spark_session), shared with the Spark
-    tests: reads what the job wrote and runs the rollup's functions in process. Stopped at
-    the end of the run only: stopped at a module's end, it left the Spark modules run next
-    in the same worker a stopped session, and no active session (``writeStream.format
-    ("sluice")`` was then not found)."""
-    try:
-        yield local_session()
-    finally:
-        stop_session()
 
 
 def create_usage_topic(broker: BrokerProcess) -> None:

@@ -21,7 +21,7 @@ from spark.remote_log import describe_remote_log
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
-from tests.support.spark_session import local_session, stop_session
+from tests.support.spark_session import session, spark_run  # noqa: F401 - fixtures
 from tests.support.tiering import TOPIC_CONFIG, broker_settings, data_source_options
 from tiered.embedded_s3 import EmbeddedS3
 
@@ -45,16 +45,6 @@ def broker(s3: EmbeddedS3, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     finally:
         proc.stop()
         proc.kill()
-
-
-@pytest.fixture(scope="session")
-def session() -> Iterator[Any]:
-    """The run's local[2] SparkSession (``tests.support.spark_session``): shared by every
-    Spark test module; ``format("sluice")`` found by Spark's discovery of pyspark_sluice."""
-    try:
-        yield local_session()
-    finally:
-        stop_session()
 
 
 def create_topic(broker: BrokerProcess, topic: str, partitions: int = PARTITIONS) -> None:

@@ -5,9 +5,10 @@ Why one: a SparkSession costs ~6.5 s to start and its first Python data source q
 more (a worker starts); and the JVM that pyspark launches first keeps its driver classpath
 for the life of the process, so ``spark.jars`` must be set by the first session anyway.
 ``format("sluice")`` is not registered here: Spark's discovery of ``pyspark_sluice`` finds
-it (tests check ``spark.register`` separately). Fixtures that hand it out are
-session-scoped and stop it only at the end of the run: a stopped session is not replaced
-under a fixture that holds it.
+it (tests check ``spark.register`` separately). The ``session`` fixture (imported by the
+Spark and billing conftests) hands it to each test, made active for the test's thread; only
+``spark_run`` stops it, at the end of the run (a module that stopped it left the modules run
+next in the same worker a stopped session).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyspark
+import pytest
 from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,10 +39,12 @@ def stock_connector_jars() -> list[Path]:
 
 
 def local_session(cores: int = 2) -> Any:
-    """The process's SparkSession (``local[cores]`` on first use), created once."""
+    """The process's SparkSession (``local[cores]`` on first use), created once; made the
+    active session of the JVM thread that serves the calling Python thread each time it is
+    handed out (see ``activate``)."""
     global _session
     if _session is not None:
-        return _session
+        return activate(_session)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # workers run this interpreter (the venv's), which has pyspark, pyarrow and sluice
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -61,7 +66,34 @@ def local_session(cores: int = 2) -> Any:
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     _session = builder.getOrCreate()
     _session.sparkContext.setLogLevel("ERROR")
-    return _session
+    return activate(_session)
+
+
+def activate(session: Any) -> Any:
+    """Make ``session`` the active session of the JVM thread serving this Python thread, as
+    pyspark's own ``createDataFrame`` does on each call. The JVM keeps the active session
+    per thread, and py4j may serve a Python thread from a new JVM thread later in a long
+    run; ``writeStream.start()`` finds a Python data source through the active session only
+    (``DATA_SOURCE_NOT_FOUND: sluice`` without one, seen in a full run)."""
+    session._jvm.SparkSession.setActiveSession(session._jsparkSession)
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark_run() -> Iterator[None]:
+    """Stops the run's session at the end of the run, and only then."""
+    try:
+        yield
+    finally:
+        stop_session()
+
+
+@pytest.fixture
+def session(spark_run: None) -> Any:
+    """The run's local[2] SparkSession, shared by every test that uses Spark, made the
+    active session of this test's thread (``activate``). ``format("sluice")`` is found by
+    Spark's discovery of pyspark_sluice."""
+    return local_session()
 
 
 def stop_session() -> None:
