@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.conftest import unique
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.processes import die_with_parent_preexec
-from tests.support.spark_session import session, spark_run  # noqa: F401 - fixtures
+from tests.support.spark_session import local_session, spark_run  # noqa: F401 - fixture
 from wire.usage import USAGE_TOPIC, MalformedUsage, UsageEvent
 
 USAGE_PARTITIONS = 2
@@ -33,6 +33,14 @@ USAGE_PARTITIONS = 2
 offsets and duplicates re-sent to another partition."""
 JOB_TIMEOUT = 600.0
 """A guard against a hung job, not a time limit: Spark on a loaded machine takes minutes."""
+
+
+@pytest.fixture(scope="session")
+def session(spark_run: None) -> Any:  # noqa: F811 - the imported fixture, requested
+    """The run's local[2] SparkSession (``tests.support.spark_session``), session-scoped
+    here: module fixtures use it, and the billing tests start no streaming query (the Spark
+    tests' ``session`` makes it active for each test's thread)."""
+    return local_session()
 
 
 @pytest.fixture(scope="module")
