@@ -163,16 +163,11 @@ class ChunkCache:
             for fd, _ in cached.values():
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if self.readahead:
-            self._read_ahead(store, key, object_size, last)
+        if self.readahead:  # the chunks after the last one read, but cached or in flight ones
+            self.prefetch(store, key, object_size, (last + 1) * self.chunk_bytes, self.readahead)
         if first == last:
             return pieces[first]
         return b"".join(pieces[i] for i in range(first, last + 1))
-
-    def _read_ahead(self, store: ObjectStore, key: str, object_size: int, last: int) -> None:
-        """Start fetching the ``readahead`` chunks after chunk ``last`` that are neither
-        cached nor in flight."""
-        self.prefetch(store, key, object_size, (last + 1) * self.chunk_bytes, self.readahead)
 
     def prefetch(
         self, store: ObjectStore, key: str, object_size: int, start: int, count: int

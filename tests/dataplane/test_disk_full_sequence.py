@@ -29,13 +29,8 @@ from wire.errors import LogDirFull
 PID = 7
 
 
-def test_writes_behind_a_refused_one_are_refused_alike(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.3)
-    plog = open_log(tmp_path)
-    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
-
+def refuse_next_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next segment write fails as on a full disk (ENOSPC); later ones succeed."""
     real = Segment.append_pieces
     full = [True]
 
@@ -46,6 +41,16 @@ def test_writes_behind_a_refused_one_are_refused_alike(
         return real(self, *args)
 
     monkeypatch.setattr(Segment, "append_pieces", append_pieces)
+
+
+def test_writes_behind_a_refused_one_are_refused_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.3)
+    plog = open_log(tmp_path)
+    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
+
+    refuse_next_write(monkeypatch)
     with pytest.raises(LogDirFull):  # the disk refuses seq 1
         produce(plog, [(None, b"b")], producer=(PID, 0, 1))
     with pytest.raises(LogDirFull, match=r"log\.dir\.full\.backoff\.ms"):  # seq 2, in flight
@@ -110,16 +115,7 @@ def test_a_batch_behind_a_refused_one_is_refused_after_the_window(
     plog = open_log(tmp_path)
     assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
 
-    real = Segment.append_pieces
-    full = [True]
-
-    def append_pieces(self: Segment, *args: Any) -> int:
-        if full[0]:
-            full[0] = False
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, *args)
-
-    monkeypatch.setattr(Segment, "append_pieces", append_pieces)
+    refuse_next_write(monkeypatch)
     with pytest.raises(LogDirFull):  # the disk refuses seq 1
         produce(plog, [(None, b"b")], producer=(PID, 0, 1))
     for _ in range(2):  # seq 2, in flight, arrives when the disk takes writes again
@@ -139,16 +135,7 @@ def test_a_new_epoch_is_not_held_behind_the_old_ones_refusal(
     monkeypatch.setattr(LocalLog, "full_backoff_s", 0.0)
     plog = open_log(tmp_path)
     assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
-    real = Segment.append_pieces
-    full = [True]
-
-    def append_pieces(self: Segment, *args: Any) -> int:
-        if full[0]:
-            full[0] = False
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, *args)
-
-    monkeypatch.setattr(Segment, "append_pieces", append_pieces)
+    refuse_next_write(monkeypatch)
     with pytest.raises(LogDirFull):
         produce(plog, [(None, b"b")], producer=(PID, 0, 1))
     assert produce(plog, [(None, b"b")], producer=(PID, 1, 0)) == (1, 1)

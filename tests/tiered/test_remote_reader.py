@@ -3,12 +3,12 @@ partition log wrote and ``upload_segment`` put in the embedded S3 server."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
 from dataplane.remote.reader import RemoteReader
 from tests.dataplane.test_log_partition import open_log, produce
+from tests.tiered.test_chunk_cache import wait_idle
 from tiered.chunk_cache import ChunkCache
 from tiered.object_store import S3ObjectStore
 from tiered.remote_segment import COPY_FINISHED, RemoteSegment
@@ -57,13 +57,6 @@ def records_of(data: bytes) -> list[Record]:
         for h in iter_headers(data)
         for r in decode_records(view[h.position : h.position + h.size])
     ]
-
-
-def wait_idle(cache: ChunkCache) -> None:
-    deadline = time.monotonic() + 10
-    while cache._inflight and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not cache._inflight
 
 
 def test_a_consumer_reading_on_waits_for_no_fetch_after_its_first(
