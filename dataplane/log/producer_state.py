@@ -90,6 +90,13 @@ class ProducerEntry:
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
+    def written(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The remembered batch with these sequences (a retry of it is a duplicate)."""
+        for meta in self.batches:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class CompletedTxn:
@@ -142,9 +149,8 @@ class ProducerStateTable:
                     f"producer {pid} new epoch {header.producer_epoch} must start at sequence 0"
                 )
         elif first != NO_SEQUENCE:  # batches without a sequence (coordinator writes) never dedupe
-            for meta in entry.batches:
-                if meta.first_seq == first and meta.last_seq == last:
-                    return meta
+            if (meta := entry.written(first, last)) is not None:
+                return meta
             expected = (entry.last_seq + 1) % SEQUENCE_MODULUS
             if entry.last_seq != NO_SEQUENCE and first != expected:
                 raise OutOfOrderSequence(
@@ -204,9 +210,7 @@ class ProducerStateTable:
         first = header.base_sequence
         if first in (sequence, NO_SEQUENCE):
             return
-        if entry is not None and any(
-            m.first_seq == first and m.last_seq == header.last_sequence for m in entry.batches
-        ):
+        if entry is not None and entry.written(first, header.last_sequence) is not None:
             return  # a retry of a batch written before: answered as the duplicate it is
         raise LogDirFull(
             f"producer {pid}: its batch at sequence {sequence} was refused by a full disk; "
