@@ -32,7 +32,7 @@ from dataplane.config.transform_table import ENGINE_KEYS
 from dataplane.metering.meter import Meter
 from dataplane.replication.manager import ReplicaManager
 from dataplane.transforms.modules import ModuleStore
-from dataplane.transforms.producer import OutputProducer
+from dataplane.transforms.producer import OutputProducer, ProduceFailed
 from dataplane.transforms.progress import Progress
 from dataplane.transforms.runner import Instance, Runner, RunnerContext, RunnerState
 from transforms import CompiledModule, Limits, Runtime, TransformSpec, validate_module
@@ -222,6 +222,7 @@ class TransformManager:
             )
         if self._logs_producer is None:
             self._logs_producer = self.new_producer()
+        producer = self._logs_producer
         now = clock.now_ms()
         records = [
             Record(
@@ -240,7 +241,14 @@ class TransformManager:
             )
             for i, (stream, text) in enumerate(lines)
         ]
-        await self._logs_producer.send_records(LOGS_TOPIC, 0, records)
+        try:
+            await producer.send_records(LOGS_TOPIC, 0, records)
+        except ProduceFailed as exc:  # e.g. out of sequence: sequences start over, once
+            log.info(
+                "writing log lines of %s again with a new producer id: %s", transform.name, exc
+            )
+            await producer.reset()
+            await producer.send_records(LOGS_TOPIC, 0, records)
 
     # ------------------------------------------------------------------ status
 

@@ -8,6 +8,7 @@ answer or a leader change is deduplicated by the leader. A send is retried until
 ``transforms.produce.timeout.ms`` while the leader moves or is unknown; any other error
 (or an out-of-sequence answer) is a ``ProduceFailed``: the runner then starts over from
 its committed offset with a new producer id — outputs are at least once, never lost.
+Sends are one at a time (the broker's log lines share one producer among all runners).
 """
 
 from __future__ import annotations
@@ -66,9 +67,16 @@ class OutputProducer:
         self.producer_id = -1
         self.epoch = 0
         self._sequences: dict[tuple[str, int], int] = {}
+        self._sending = asyncio.Lock()
+        """One send at a time: a batch's sequence is the one after the last acknowledged,
+        and a new producer id is never taken while a batch of the old one is in flight."""
 
     async def reset(self) -> None:
         """A new producer id (after a failure: sequences start over)."""
+        async with self._sending:
+            await self._new_id()
+
+    async def _new_id(self) -> None:
         self.producer_id = await self._producer_ids.generate()
         self._sequences.clear()
 
@@ -100,8 +108,14 @@ class OutputProducer:
     async def _produce(
         self, tp: tuple[str, int], count: int, make_batch: Callable[[int], bytes]
     ) -> None:
+        async with self._sending:
+            await self._produce_alone(tp, count, make_batch)
+
+    async def _produce_alone(
+        self, tp: tuple[str, int], count: int, make_batch: Callable[[int], bytes]
+    ) -> None:
         if self.producer_id < 0:
-            await self.reset()
+            await self._new_id()
         sequence = self._sequences.get(tp, 0)
         request = produce_req.ProduceRequest(
             transactional_id=None,

@@ -251,8 +251,12 @@ class Runner:
         log.warning("transform %s on partition %d failed: %s", name, p, error)
         lines = [(line.stream.value, line.text) for line in failure.logs]
         lines.append(("stderr", f"transform failed: {error}"))
-        with contextlib.suppress(BrokerError, OSError, TimeoutError):
+        try:
             await self.ctx.write_logs(self.transform, p, lines)
+        except (BrokerError, OSError, TimeoutError) as exc:
+            log.warning(
+                "transform %s on partition %d: its log lines were not written: %s", name, p, exc
+            )
 
 
 @dataclass(frozen=True, slots=True)

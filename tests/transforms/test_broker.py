@@ -75,8 +75,10 @@ def guest_logs(bootstrap: str, transform: str) -> list[dict[str, object]]:
 
 
 def wait_logs(
-    bootstrap: str, transform: str, words: str, timeout: float = 30
+    bootstrap: str, transform: str, words: str, partitions: int = 1, timeout: float = 60
 ) -> list[dict[str, object]]:
+    """The log lines of ``transform`` once lines with ``words`` came from ``partitions``
+    of its input partitions (each failed partition writes its own)."""
     deadline = time.monotonic() + timeout
     lines: list[dict[str, object]] = []
     while time.monotonic() < deadline:
@@ -84,10 +86,12 @@ def wait_logs(
             lines = guest_logs(bootstrap, transform)
         except Exception:  # the logs topic may not exist yet
             lines = []
-        if any(words in str(line["text"]) for line in lines):
+        if len({line["partition"] for line in lines if words in str(line["text"])}) >= partitions:
             return lines
         time.sleep(0.3)
-    raise AssertionError(f"no log line of {transform} with {words!r}: {lines}")
+    raise AssertionError(
+        f"no log line of {transform} with {words!r} from {partitions} partition(s): {lines}"
+    )
 
 
 # ------------------------------------------------------------------ outputs
@@ -181,7 +185,7 @@ def test_failures_stop_their_transform_only(
         for state in states:
             assert words in state["error"], state
             assert state["committed_offset"] <= 5
-        wait_logs(bootstrap, transform, log_words)
+        wait_logs(bootstrap, transform, log_words, PARTITIONS)
     admin.wait_caught_up(healthy, PARTITIONS)
     assert sum(map(len, read_all(bootstrap, healthy_out, PARTITIONS))) == 90
 
