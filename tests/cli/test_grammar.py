@@ -13,6 +13,7 @@ import select
 import subprocess
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
@@ -253,6 +254,36 @@ def test_exit_codes() -> None:
     assert not_running.returncode == 1
     assert not_running.stderr.count("\n") == 1
     assert "cloudctl up" in not_running.stderr
+
+
+INTERRUPTED_WHILE_LOADING = """
+import builtins, os, signal, sys
+real = builtins.__import__
+def interrupting(name, *args, **kwargs):
+    if name == "click":  # the first of cli.main's own imports
+        builtins.__import__ = real
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kwargs)
+builtins.__import__ = interrupting
+from cli.entry import main
+main()
+"""
+
+
+def test_ctrl_c_while_the_modules_load_is_one_line_and_130() -> None:
+    """The console script imports cli.entry, which catches an interrupt during the rest of
+    the imports; here SIGINT arrives while cli.main's imports run."""
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "cloudctl"]
+    assert script.value == "cli.entry:main"
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_WHILE_LOADING, "list-clusters"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "cloudctl: error: interrupted\n"
 
 
 def test_cluster_defaults_to_the_environment_then_use_cluster(tmp_path: Path) -> None:
