@@ -13,10 +13,12 @@ For each system (Sluice first, then Apache Kafka; never both at once):
                    RF=3 with min.insync.replicas=2:
   (a) throughput   the same produce with acks=all into a one-partition topic; reported as
                    records/s and as a ratio to the 1-broker acks=1 figure.
-  (b) latency      confluent-kafka at a fixed 2,000 records/s of 100 B, acks=all,
-                   linger.ms=5, max.in.flight 5 (the Java client's defaults), one partition;
-                   librdkafka's per-message latency (produce() call to delivery report,
-                   ``Message.latency()``) of every record after a 1 s warm-up; p50 and p99.
+  (b) latency      a curve: confluent-kafka at fixed rates (``--rates``, default 1,000,
+                   5,000, 10,000 and 20,000 records/s) of 100 B, acks=all, linger.ms=5,
+                   max.in.flight 5 (the Java client's defaults), one partition; librdkafka's
+                   per-message latency (produce() call to delivery report,
+                   ``Message.latency()``) of every record after a 1 s warm-up; p50 and p99,
+                   the rate reached, and the CPU of the three brokers and of the producer.
   (c) failover     a steady idempotent acks=all producer (600 records/s over 6 partitions);
                    ``kills`` times: SIGKILL the leader of a partition, time from the kill to
                    the first acknowledgement on that partition of a record produced after the
@@ -41,7 +43,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from bench import clients
-from bench.common import Failed, Figure, Measure, fmt_rate, kill_all_children, python
+from bench.common import Failed, Figure, Measure, cpu_seconds, fmt_rate, kill_all_children, python
 from bench.servers import KafkaServer, SluiceServer
 from tests.support import kafka_oracle
 from tests.support.cluster_workload import (
@@ -65,7 +67,7 @@ from tests.support.kafka_cluster import KafkaCluster
 from tests.support.sluice_cluster import ClusterNotFormed, SluiceCluster
 
 SIZE = 100
-LATENCY_RATE = 2000
+LATENCY_RATES = (1000, 5000, 10000, 20000)
 FAILOVER_RATE = 600
 FAILOVER_PARTITIONS = 6
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
@@ -75,6 +77,8 @@ TOPIC_CONFIG = {"min.insync.replicas": "2"}
 class Settings:
     quick: bool = False
     skip_kafka: bool = False
+    rates: tuple[int, ...] = LATENCY_RATES
+    only_latency: bool = False
 
     @property
     def count(self) -> int:
@@ -109,7 +113,12 @@ class Results:
 
 SINGLE = "produce, 1 broker, acks=1"
 CLUSTER = "produce, 3 brokers RF=3, acks=all"
-LATENCY = "latency at 2,000/s, RF=3 acks=all"
+
+
+def latency_name(rate: int) -> str:
+    return f"latency at {rate:,}/s, RF=3 acks=all"
+
+
 FAILOVER = "failover (kill -9 leader)"
 
 
@@ -181,7 +190,15 @@ def measure_produce(
     return Measure(count / seconds, "rec/s", seconds, count, count * SIZE, note=client.name)
 
 
-def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) -> Figure:
+def cluster_pids(cluster: Any) -> list[int]:
+    """The broker processes of a SluiceCluster or a KafkaCluster."""
+    members = getattr(cluster, "brokers", None) or getattr(cluster, "nodes", [])
+    return [m.proc.pid for m in members if m.proc is not None]
+
+
+def measure_latency(
+    bootstrap: str, topic: str, *, rate: float, seconds: float, pids: Sequence[int] = ()
+) -> Figure:
     """p50/p99 of librdkafka's per-message latency at a fixed rate, acks=all, linger.ms=5,
     at most 5 requests in flight (the Java client's defaults). With linger.ms=0 and librdkafka's
     unlimited in-flight requests every record becomes its own request; Kafka serves a
@@ -212,6 +229,7 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
     interval = 1.0 / rate
     started = time.monotonic()
     next_at = started
+    cpu_at: tuple[float, float, float] | None = None
     while True:
         now = time.monotonic()
         if now >= started + warmup + seconds:
@@ -220,9 +238,12 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
             producer.poll(next_at - now)
             continue
         measuring[0] = now >= started + warmup
+        if measuring[0] and cpu_at is None:
+            cpu_at = (now, sum(map(cpu_seconds, pids)), time.process_time())
         producer.produce(topic, value, partition=0, on_delivery=delivered)
         next_at += interval
         producer.poll(0)
+    ended = (time.monotonic(), sum(map(cpu_seconds, pids)), time.process_time())
     remaining = producer.flush(60)
     if remaining or errors:
         return Failed(f"{remaining} undelivered, {len(errors)} errors: {errors[:2]}")
@@ -230,6 +251,8 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
         return Failed("no latency samples")
     qs = statistics.quantiles(samples, n=100, method="inclusive")
     p50, p99 = qs[49] * 1000, qs[98] * 1000
+    begun = cpu_at or ended
+    wall = max(ended[0] - begun[0], 1e-9)
     return Measure(
         p50,
         "ms",
@@ -237,7 +260,13 @@ def measure_latency(bootstrap: str, topic: str, *, rate: float, seconds: float) 
         len(samples),
         len(samples) * SIZE,
         note="confluent-kafka msg.latency()",
-        extra={"p50_ms": p50, "p99_ms": p99},
+        extra={
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "rate": len(samples) / wall,
+            "brokers_cores": (ended[1] - begun[1]) / wall,
+            "producer_cores": (ended[2] - begun[2]) / wall,
+        },
     )
 
 
@@ -334,31 +363,58 @@ def run_system(
     records: Path,
     settings: Settings,
 ) -> None:
-    count = settings.count
     server = None
     try:
-        server = single()
-        server.start()
-        server.create_topic("repl-warmup")
-        server.create_topic("repl-single")
-        for _ in range(settings.warmup_rounds):
-            produce(client, server.bootstrap, "repl-warmup", records, count=count, acks="1")
-        results.put(
-            system,
-            SINGLE,
-            measure_produce(
-                client, server.bootstrap, "repl-single", records, count=count, acks="1"
-            ),
-        )
+        if not settings.only_latency:
+            server = single()
+            measure_single(
+                results, system, server, client=client, records=records, settings=settings
+            )
     except Exception as exc:
         traceback.print_exc()
         results.put(system, SINGLE, Failed(f"{type(exc).__name__}: {exc}"[:300]))
     finally:
         if server is not None:
             server.stop()
+    run_cluster(results, system, cluster_factory, client=client, records=records, settings=settings)
 
+
+def measure_single(
+    results: Results,
+    system: str,
+    server: Any,
+    *,
+    client: clients.Client,
+    records: Path,
+    settings: Settings,
+) -> None:
+    count = settings.count
+    server.start()
+    server.create_topic("repl-warmup")
+    server.create_topic("repl-single")
+    for _ in range(settings.warmup_rounds):
+        produce(client, server.bootstrap, "repl-warmup", records, count=count, acks="1")
+    results.put(
+        system,
+        SINGLE,
+        measure_produce(client, server.bootstrap, "repl-single", records, count=count, acks="1"),
+    )
+
+
+def run_cluster(
+    results: Results,
+    system: str,
+    cluster_factory: Callable[[], Any],
+    *,
+    client: clients.Client,
+    records: Path,
+    settings: Settings,
+) -> None:
+    """The 3-broker figures: throughput, the latency curve, failover (the curve alone with
+    ``only_latency``)."""
+    count = settings.count
     cluster = None
-    names = (CLUSTER, LATENCY, FAILOVER)
+    names = (CLUSTER, *map(latency_name, settings.rates), FAILOVER)
     try:
         cluster = cluster_factory()
         started = time.monotonic()
@@ -376,19 +432,28 @@ def run_system(
         )
         for _ in range(settings.warmup_rounds):
             produce(client, bootstrap, "repl-warmup", records, count=count, acks="all")
-        results.put(
-            system,
-            CLUSTER,
-            measure_produce(client, bootstrap, "repl-rf3", records, count=count, acks="all"),
-        )
-        results.put(
-            system,
-            LATENCY,
-            measure_latency(
-                bootstrap, "repl-latency", rate=LATENCY_RATE, seconds=settings.latency_seconds
-            ),
-        )
-        results.put(system, FAILOVER, measure_failover(cluster, "repl-failover", settings.kills))
+        if not settings.only_latency:
+            results.put(
+                system,
+                CLUSTER,
+                measure_produce(client, bootstrap, "repl-rf3", records, count=count, acks="all"),
+            )
+        for rate in settings.rates:
+            results.put(
+                system,
+                latency_name(rate),
+                measure_latency(
+                    bootstrap,
+                    "repl-latency",
+                    rate=rate,
+                    seconds=settings.latency_seconds,
+                    pids=cluster_pids(cluster),
+                ),
+            )
+        if not settings.only_latency:
+            results.put(
+                system, FAILOVER, measure_failover(cluster, "repl-failover", settings.kills)
+            )
     except Exception as exc:
         if isinstance(exc, ClusterNotFormed):
             first = str(exc).splitlines()[0]
@@ -425,6 +490,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{fmt_rate(value)} rec/s"
     if unit == "x":
         return f"{value:.2f}x"
+    if unit == "cores":
+        return f"{value:.2f} cores"
     return f"{value:,.1f} ms" if value < 100 else f"{value:,.0f} ms"
 
 
@@ -455,22 +522,23 @@ def report(results: Results, settings: Settings, kafka_label: str) -> list[str]:
         a, b = fig(system, CLUSTER), fig(system, SINGLE)
         own[system] = a / b if a is not None and b else None
     rows.append(("  RF=3 acks=all / 1 broker acks=1", own["Sluice"], own["Kafka"], "x"))
-    rows.append(
-        (
-            f"latency p50, {LATENCY_RATE:,}/s x {SIZE} B, acks=all",
-            fig("Sluice", LATENCY, "p50_ms"),
-            fig("Kafka", LATENCY, "p50_ms"),
-            "ms",
-        )
-    )
-    rows.append(
-        (
-            f"latency p99, {LATENCY_RATE:,}/s x {SIZE} B, acks=all",
-            fig("Sluice", LATENCY, "p99_ms"),
-            fig("Kafka", LATENCY, "p99_ms"),
-            "ms",
-        )
-    )
+    for rate in settings.rates:
+        name = latency_name(rate)
+        for key, label, unit in (
+            ("p50_ms", "latency p50", "ms"),
+            ("p99_ms", "latency p99", "ms"),
+            ("rate", "  rate reached", "rec/s"),
+            ("brokers_cores", "  CPU of the 3 brokers", "cores"),
+            ("producer_cores", "  CPU of the producer", "cores"),
+        ):
+            rows.append(
+                (
+                    f"{label}, {rate:,}/s x {SIZE} B, acks=all",
+                    fig("Sluice", name, key),
+                    fig("Kafka", name, key),
+                    unit,
+                )
+            )
     kills = {s: results.get(s, FAILOVER) for s in ("Sluice", "Kafka")}
     n = "/".join(str(k.records) if isinstance(k, Measure) else "-" for k in kills.values())
     rows.append(
@@ -536,7 +604,7 @@ def run(
         reason = KafkaServer.unavailable()
         if reason:
             print(f"bench: replication, Kafka skipped: {reason}", flush=True)
-            for name in (SINGLE, CLUSTER, LATENCY, FAILOVER):
+            for name in (SINGLE, CLUSTER, *map(latency_name, settings.rates), FAILOVER):
                 results.put("Kafka", name, Failed(reason))
         else:
             print("bench: replication, Apache Kafka", flush=True)
@@ -562,6 +630,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-kafka", action="store_true", help="do not start Apache Kafka")
     parser.add_argument("--client", choices=("kcat", "confluent"), default=None)
     parser.add_argument("--workdir", help="parent of the temporary data dirs (default: TMPDIR)")
+    parser.add_argument(
+        "--rates",
+        default=",".join(map(str, LATENCY_RATES)),
+        help="records/s of the latency curve, comma-separated (default %(default)s)",
+    )
+    parser.add_argument(
+        "--only-latency",
+        action="store_true",
+        help="the 3-broker latency curve alone (no throughput runs, no kills)",
+    )
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="sluice-bench-repl-", dir=args.workdir))
     try:
@@ -570,7 +648,9 @@ def main(argv: list[str] | None = None) -> int:
             clients.Kcat(workdir) if name == "kcat" else clients.Confluent(workdir)
         )
         kafka = kafka_oracle.kafka_version() or ""
-        run(Settings(args.quick, args.skip_kafka), workdir, client, kafka)
+        rates = tuple(int(r) for r in args.rates.split(",") if r.strip())
+        settings = Settings(args.quick, args.skip_kafka, rates, args.only_latency)
+        run(settings, workdir, client, kafka)
         return 0
     finally:
         kill_all_children()
