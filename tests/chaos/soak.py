@@ -564,31 +564,32 @@ def summarize(
     }
 
 
-STARTED = re.compile(
-    r"broker \d+ started: ([\d.]+) s after exec: interpreter and imports ([\d.]+) s"
-)
+STARTED = re.compile(r"broker \d+ started: ([\d.]+) s after exec: (.*)")
+PHASE = re.compile(r"([a-z][a-z -]*?) ([\d.]+) s")
 
 
 def broker_starts(logs: Path) -> str:
     """The brokers' start-up times from their "started" log lines: count, median and p90
-    of exec to serving, and of that the interpreter and imports."""
+    of exec to serving, and of each phase of it (interpreter and imports, set-up, metadata
+    and partition logs, registration, coordinators and listener)."""
     totals: list[float] = []
-    imports: list[float] = []
+    phases: dict[str, list[float]] = {}
     for path in sorted(logs.glob("*/broker-*.log")):
         for match in STARTED.finditer(path.read_text(errors="replace")):
             totals.append(float(match[1]))
-            imports.append(float(match[2]))
+            for phase in PHASE.finditer(match[2]):
+                phases.setdefault(phase[1], []).append(float(phase[2]))
     if len(totals) < 2:
         return f"{len(totals)} broker starts logged"
 
     def p50_p90(values: list[float]) -> str:
+        if len(values) < 2:
+            return f"{len(values)} value(s)"
         deciles = statistics.quantiles(values, n=10)
         return f"median {statistics.median(values):.2f} s, p90 {deciles[8]:.2f} s"
 
-    return (
-        f"{len(totals)} broker starts, exec to serving: {p50_p90(totals)}; "
-        f"of which interpreter and imports: {p50_p90(imports)}"
-    )
+    parts = "; ".join(f"{name}: {p50_p90(values)}" for name, values in phases.items())
+    return f"{len(totals)} broker starts, exec to serving: {p50_p90(totals)}; of which {parts}"
 
 
 def spread(name: str, values: list[float]) -> dict[str, object]:
