@@ -19,6 +19,16 @@ from tests.conftest import REPO, free_port
 from tests.controlplane.harness import kill_everything_under
 
 CLOUDCTL = str(Path(sys.executable).parent / "cloudctl")
+CTRL_C_DEFAULT = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+)
+"""A prefix that runs a command with Ctrl-C (SIGINT) at its default, as a terminal does. A
+suite started in the background by a non-interactive shell (``make test &``) hands every
+process it starts SIGINT ignored (POSIX), and Python then installs no KeyboardInterrupt
+handler: a test of what Ctrl-C does would wait forever."""
 
 
 @dataclass
@@ -35,6 +45,10 @@ class Cloud:
 
     def command(self, *args: str) -> list[str]:
         return [CLOUDCTL, *args]
+
+    def interruptible(self, *args: str) -> list[str]:
+        """``command``, with Ctrl-C as a terminal has it (``CTRL_C_DEFAULT``)."""
+        return [*CTRL_C_DEFAULT, CLOUDCTL, *args]
 
     def run(
         self,

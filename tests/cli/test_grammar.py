@@ -258,6 +258,7 @@ def test_exit_codes() -> None:
 
 INTERRUPTED_WHILE_LOADING = """
 import builtins, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal
 real = builtins.__import__
 def interrupting(name, *args, **kwargs):
     if name == "click":  # the first of cli.main's own imports

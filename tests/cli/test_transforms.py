@@ -389,7 +389,9 @@ def following(cloud: Cloud, name: str) -> Iterator[Callable[[str], str]]:
     with (
         tempfile.TemporaryFile("w+") as errors,  # never a full pipe that blocks the CLI
         subprocess.Popen(
-            cloud.command("transform-logs", "--cluster", CLUSTER, name, "--follow", "-o", "json"),
+            cloud.interruptible(
+                "transform-logs", "--cluster", CLUSTER, name, "--follow", "-o", "json"
+            ),
             stdout=subprocess.PIPE,
             stderr=errors,
             text=True,
