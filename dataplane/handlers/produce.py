@@ -27,6 +27,7 @@ from wire.errors import (
     BrokerError,
     CorruptRecord,
     InvalidRequiredAcks,
+    NotLeaderOrFollower,
     RecordValidationError,
     UnknownTopicId,
     error_code_for,
@@ -73,7 +74,7 @@ async def _after_auto_create(ctx: RequestContext, request: Any, missing: list[st
     return response
 
 
-def _append(ctx: RequestContext, request: Any) -> Any:  # noqa: PLR0912 - the produce path's per-partition outcomes
+def _append(ctx: RequestContext, request: Any) -> Any:  # noqa: C901, PLR0912 - the produce path's per-partition outcomes
     acks = request.acks
     broker = ctx.broker
     fsync = broker.logs.fsync_on_append and acks != 0
@@ -112,6 +113,8 @@ def _append(ctx: RequestContext, request: Any) -> Any:  # noqa: PLR0912 - the pr
             except BrokerError as exc:
                 if isinstance(exc, RecordValidationError):  # raised by plog.append
                     exc.log_start_offset = plog.log_start_offset  # as Kafka answers them
+                elif isinstance(exc, NotLeaderOrFollower):
+                    _note_refused(ctx, name, topic_id, pdata)
                 partitions.append((pdata.index, exc))
                 failed = True
             except OSError as exc:
@@ -177,6 +180,26 @@ async def _after_fsync(
         log.error("fsync failed, answering KAFKA_STORAGE_ERROR: %s", exc)
         return _response(ctx, [(t, [(i, exc) for i, _ in parts]) for t, parts in results])
     return response
+
+
+def _note_refused(ctx: RequestContext, name: str | None, topic_id: Any, pdata: Any) -> None:
+    """A write this replica refused NOT_LEADER_OR_FOLLOWER: its producer state notes it
+    (``ProducerStateTable.note_refused``), so that if this replica leads next, the batches
+    behind it are refused alike until the client retries it, not answered
+    OUT_OF_ORDER_SEQUENCE (a client sent here by a leader hint can be faster than this
+    broker's metadata; librdkafka bumps its epoch on that error and duplicates records)."""
+    broker = ctx.broker
+    if name is None:
+        info = broker.metadata.topics_by_id.get(topic_id)
+        name = None if info is None else info.name
+    replica = None if name is None else broker.replicas.partitions.get((name, pdata.index))
+    if replica is None or pdata.records is None:
+        return
+    try:
+        headers = validate_batches(pdata.records)
+    except BrokerError:
+        return  # not a batch to remember
+    replica.plog.producers.note_refused(headers, NotLeaderOrFollower)
 
 
 def _invalid_acks(acks: int) -> BrokerError:

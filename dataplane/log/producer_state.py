@@ -29,15 +29,19 @@ Snapshot file ``OFFSET.snapshot`` (OFFSET: the log end offset it was taken at, 2
 same without the last two fields) still loads. ``unreplicated`` is not in the snapshot,
 as in Kafka.
 
-Batches behind one a full disk refused: when a write fails for lack of space
-(``LogDirFull``, retriable), the batch that was next in its producer's sequence is noted
-(``noting_refusals``), and until that batch comes again every later one of the same
-producer and epoch is refused alike, not answered OUT_OF_ORDER_SEQUENCE. librdkafka answers
-that error by bumping its epoch and re-sending everything it has in flight on every
-partition under new sequence numbers, which duplicates what was written but not yet
-acknowledged. The data directory's refusal window (``log.dir.full.backoff.ms``) covers the
-requests right behind; this covers one that arrives after the window (found by the soak).
-At most ``MAX_REFUSED`` producers are noted per partition.
+Batches behind a refused one: when a batch that was next in its producer's sequence is
+refused unwritten with a retriable error — a write that failed for lack of space
+(``LogDirFull``, ``noting_refusals``), or a produce this replica answered
+NOT_LEADER_OR_FOLLOWER just before it became the leader (``note_refused``: KIP-951's leader
+hints send clients to the new leader before it has applied its leadership) — it is noted,
+and until that batch comes again every later one of the same producer and epoch is refused
+alike, not answered OUT_OF_ORDER_SEQUENCE. librdkafka answers that error (for any batch but
+the first in flight) by bumping its epoch and re-sending everything it has in flight on
+every partition under new sequence numbers, which duplicates what was written but not yet
+acknowledged (a rolling restart's test and the soak found both). The data directory's
+refusal window (``log.dir.full.backoff.ms``) covers the requests right behind a full disk;
+this covers one that arrives after it. At most ``MAX_REFUSED`` producers are noted per
+partition.
 """
 
 from __future__ import annotations
@@ -51,9 +55,11 @@ from dataclasses import dataclass, field
 import crc32c
 
 from wire.errors import (
+    BrokerError,
     InvalidProducerEpoch,
     InvalidTxnState,
     LogDirFull,
+    NotLeaderOrFollower,
     OutOfOrderSequence,
     TransactionCoordinatorFenced,
 )
@@ -63,6 +69,11 @@ SEQUENCE_MODULUS = 0x80000000
 MAX_REFUSED = 10_000
 """Producers whose refused batch a partition remembers (the oldest noted is forgotten)."""
 SNAPSHOT_VERSION = 2
+REFUSALS: dict[type[BrokerError], str] = {
+    LogDirFull: "by a full disk",
+    NotLeaderOrFollower: "while this replica was not the leader",
+}
+"""The retriable refusals a later batch is refused alike behind, and how they are named."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +131,9 @@ class ProducerStateTable:
         """Producer id -> first offset of its open transaction, in first-offset order."""
         self.unreplicated: list[CompletedTxn] = []
         """Completed transactions whose marker is at or above the high watermark."""
-        self.refused: dict[int, tuple[int, int]] = {}
-        """Producer id -> (epoch, sequence) of its next batch, refused by a full disk."""
+        self.refused: dict[int, tuple[int, int, type[BrokerError]]] = {}
+        """Producer id -> (epoch, sequence) of its next batch, refused unwritten, and the
+        refusal (a key of ``REFUSALS``)."""
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a batch; return the original metadata when it is a duplicate."""
@@ -203,7 +215,7 @@ class ProducerStateTable:
     def _hold_back(self, header: BatchHeader, entry: ProducerEntry | None) -> None:
         """LogDirFull for a batch behind its producer's refused one (see the module)."""
         pid = header.producer_id
-        epoch, sequence = self.refused[pid]
+        epoch, sequence, refusal = self.refused[pid]
         if header.producer_epoch != epoch or self._expected(header, entry) != sequence:
             del self.refused[pid]  # a new epoch, or the refused batch is written
             return
@@ -212,8 +224,8 @@ class ProducerStateTable:
             return
         if entry is not None and entry.written(first, header.last_sequence) is not None:
             return  # a retry of a batch written before: answered as the duplicate it is
-        raise LogDirFull(
-            f"producer {pid}: its batch at sequence {sequence} was refused by a full disk; "
+        raise refusal(
+            f"producer {pid}: its batch at sequence {sequence} was refused {REFUSALS[refusal]}; "
             f"this one (sequence {first}) is refused until that one is written: retry"
         )
 
@@ -224,19 +236,21 @@ class ProducerStateTable:
         try:
             yield
         except LogDirFull:
-            header = headers[0]
-            pid = header.producer_id
-            entry = self.producers.get(pid)
-            if (
-                pid >= 0
-                and pid not in self.refused
-                and header.base_sequence != NO_SEQUENCE
-                and header.base_sequence == self._expected(header, entry)
-            ):
-                self.refused[pid] = (header.producer_epoch, header.base_sequence)
-                if len(self.refused) > MAX_REFUSED:
-                    del self.refused[next(iter(self.refused))]
+            self.note_refused(headers, LogDirFull)
             raise
+
+    def note_refused(self, headers: list[BatchHeader], refusal: type[BrokerError]) -> None:
+        """``headers`` (one produce's batches for this partition) were refused unwritten
+        with ``refusal``: note the first when it was next in its producer's sequence."""
+        header = headers[0]
+        pid = header.producer_id
+        if pid < 0 or header.base_sequence == NO_SEQUENCE:
+            return
+        if header.base_sequence == self._expected(header, self.producers.get(pid)):
+            self.refused.pop(pid, None)  # the newest note last, the oldest forgotten first
+            self.refused[pid] = (header.producer_epoch, header.base_sequence, refusal)
+            if len(self.refused) > MAX_REFUSED:
+                del self.refused[next(iter(self.refused))]
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Validate a marker before it is written (leader side)."""
