@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ SPARK_DEFAULTS = {
     "spark.sql.streaming.stopGracefullyOnShutdown": "false",
 }
 """Settings of the job's session; the spec's ``spark_conf`` wins."""
+SPARK_LOCAL = "_spark_local"
+"""Spark's scratch directory, under the checkpoints."""
 
 
 class JobFailed(RuntimeError):
@@ -112,13 +115,20 @@ class RunResult:
 
 
 def start_session(spec: JobSpec) -> SparkSession:
-    """The job's SparkSession on the spec's master (unchanged), with ``format("sluice")``."""
+    """The job's SparkSession on the spec's master (unchanged), with ``format("sluice")``.
+    Spark's scratch files (``spark.local.dir``: block manager, shuffle, Python files) go to
+    ``checkpoints/_spark_local``, emptied first: what a killed run left there goes with the
+    next run, not into the machine's /tmp."""
     if spec.spark_master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    scratch = spec.checkpoints / SPARK_LOCAL
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.master(spec.spark_master).appName("sluice-billing")
-    for key, value in {**SPARK_DEFAULTS, **spec.spark_conf}.items():
+    conf = {"spark.local.dir": str(scratch), **SPARK_DEFAULTS, **spec.spark_conf}
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
