@@ -279,8 +279,15 @@ def describe(bootstrap: str, resource_type: int, name: str) -> dict[str, Any]:
         include_synonyms=True,
         include_documentation=False,
     )
-    with RawClient(bootstrap) as client:
-        (result,) = client.request(request).results
+    # a topic just created may not be in the answering broker's metadata yet (Kafka
+    # publishes the controller's records to its own broker asynchronously): asked again
+    deadline = time.monotonic() + 30
+    while True:
+        with RawClient(bootstrap) as client:
+            (result,) = client.request(request).results
+        if result.error_code.name != "unknown_topic_or_partition" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert result.error_code.name == "none", result
     return {
         c.name: (
