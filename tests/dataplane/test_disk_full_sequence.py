@@ -22,6 +22,7 @@ import pytest
 from dataplane.durable import write_atomically
 from dataplane.log import leader_epochs
 from dataplane.log.local_log import LocalLog
+from dataplane.log.partition_log import PartitionLog
 from dataplane.log.segment import Segment
 from tests.dataplane.test_log_partition import open_log, produce
 from wire.errors import LogDirFull
@@ -43,16 +44,24 @@ def refuse_next_write(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Segment, "append_pieces", append_pieces)
 
 
-def test_writes_behind_a_refused_one_are_refused_alike(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.3)
+def with_sequence_1_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backoff_s: float
+) -> PartitionLog:
+    """A log where producer PID wrote sequence 0 and the disk then refused sequence 1
+    (``log.dir.full.backoff.ms`` set to ``backoff_s``)."""
+    monkeypatch.setattr(LocalLog, "full_backoff_s", backoff_s)
     plog = open_log(tmp_path)
     assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
-
     refuse_next_write(monkeypatch)
     with pytest.raises(LogDirFull):  # the disk refuses seq 1
         produce(plog, [(None, b"b")], producer=(PID, 0, 1))
+    return plog
+
+
+def test_writes_behind_a_refused_one_are_refused_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plog = with_sequence_1_refused(tmp_path, monkeypatch, 0.3)
     with pytest.raises(LogDirFull, match=r"log\.dir\.full\.backoff\.ms"):  # seq 2, in flight
         produce(plog, [(None, b"c")], producer=(PID, 0, 2))
     # a retry of the batch written before is answered as the duplicate it is
@@ -111,13 +120,7 @@ def test_a_batch_behind_a_refused_one_is_refused_after_the_window(
     """The request behind a refused one arrives after log.dir.full.backoff.ms (the soak's
     duplicates: it was OUT_OF_ORDER_SEQUENCE, and librdkafka bumped its epoch): it is
     refused alike until the refused batch comes again; other producers are not held."""
-    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.0)
-    plog = open_log(tmp_path)
-    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
-
-    refuse_next_write(monkeypatch)
-    with pytest.raises(LogDirFull):  # the disk refuses seq 1
-        produce(plog, [(None, b"b")], producer=(PID, 0, 1))
+    plog = with_sequence_1_refused(tmp_path, monkeypatch, 0.0)
     for _ in range(2):  # seq 2, in flight, arrives when the disk takes writes again
         with pytest.raises(LogDirFull, match="sequence 1 was refused"):
             produce(plog, [(None, b"c")], producer=(PID, 0, 2))
@@ -132,12 +135,7 @@ def test_a_batch_behind_a_refused_one_is_refused_after_the_window(
 def test_a_new_epoch_is_not_held_behind_the_old_ones_refusal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(LocalLog, "full_backoff_s", 0.0)
-    plog = open_log(tmp_path)
-    assert produce(plog, [(None, b"a")], producer=(PID, 0, 0)) == (0, 0)
-    refuse_next_write(monkeypatch)
-    with pytest.raises(LogDirFull):
-        produce(plog, [(None, b"b")], producer=(PID, 0, 1))
+    plog = with_sequence_1_refused(tmp_path, monkeypatch, 0.0)
     assert produce(plog, [(None, b"b")], producer=(PID, 1, 0)) == (1, 1)
     assert not plog.producers.refused
     plog.close()
