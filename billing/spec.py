@@ -32,6 +32,8 @@ from typing import Any
 
 DEFAULT_MASTER = "local[*]"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""A cluster id is base64url (a UUID's 16 bytes, 22 characters): it may begin with - or _."""
 
 
 class SpecError(ValueError):
@@ -179,7 +181,7 @@ def _cluster(doc: Any, index: int) -> ClusterSource:
     if not _NAME.match(name):
         raise SpecError(f"clusters[{index}].name {name!r} is not a cluster name")
     cluster_id = _text(doc, "id")
-    if not _NAME.match(cluster_id):
+    if not _CLUSTER_ID.match(cluster_id):
         raise SpecError(f"clusters[{index}].id {cluster_id!r} is not a cluster id")
     return ClusterSource(
         name=name,
@@ -193,8 +195,8 @@ def _archive(doc: Any, index: int) -> ArchiveSource:
     if not isinstance(doc, dict):
         raise SpecError(f"archives[{index}] is not an object")
     name, cluster_id = _text(doc, "name"), _text(doc, "id")
-    for key, value in (("name", name), ("id", cluster_id)):
-        if not _NAME.match(value):
+    for key, value, pattern in (("name", name, _NAME), ("id", cluster_id, _CLUSTER_ID)):
+        if not pattern.match(value):
             raise SpecError(f"archives[{index}].{key} {value!r} is not a cluster {key}")
     path = _text(doc, "path")
     if not path:
