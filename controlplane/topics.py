@@ -637,8 +637,11 @@ def plan_reassignment(
     A removed broker is replaced in place (the order of the others is kept, so the preferred
     leader stays where it was unless it goes) by a remaining broker that does not hold the
     partition yet, the least loaded first (replicas it holds, counting those planned so far;
-    ties go to the lowest id). Returns the moves, or a reason when a partition cannot move (more
-    replicas than brokers would remain).
+    ties go to the lowest id). The service's internal topics (``internal`` in Metadata: offsets,
+    transactions, usage) were created with ``min(3, brokers)`` replicas: one with more replicas
+    than brokers would remain shrinks to as many as remain (its removed replicas are dropped, not
+    replaced). Returns the moves, or a reason when a partition of a user's topic cannot move
+    (more replicas than brokers would remain).
     """
     load = dict.fromkeys(remaining, 0)
     for topic in topics:
@@ -652,16 +655,23 @@ def plan_reassignment(
         for p in topic.partitions:
             if not removed.intersection(p.replicas):
                 continue
-            if len(p.replicas) > len(remaining):
+            if len(p.replicas) > len(remaining) and not topic.internal:
                 stuck.append(
                     (topic.name.startswith("__"), topic.name, p.partition, len(p.replicas))
                 )
                 continue
+            # replicas to add in place of removed ones: all of them, unless an internal topic
+            # shrinks to the brokers that remain
+            kept = sum(1 for replica in p.replicas if replica not in removed)
+            wanted = min(len(p.replicas), len(remaining)) - kept
             target: list[int] = []
             for replica in p.replicas:
                 if replica not in removed:
                     target.append(replica)
                     continue
+                if wanted <= 0:
+                    continue
+                wanted -= 1
                 free = [b for b in load if b not in p.replicas and b not in target]
                 chosen = min(free, key=lambda b: (load[b], b))
                 load[chosen] += 1

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -164,6 +165,23 @@ def broker_meta(plane: ControlPlaneProcess, name: str, topic: str) -> TopicMetad
     return asyncio.run(ask())
 
 
+def committed_offset(bootstrap: str, group: str, topic: str, offset: int | None) -> int | None:
+    """Commit ``offset`` of ``topic``-0 for ``group`` (None: only read it); the group's
+    committed offset, or None while the coordinator is not ready (asked again)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        if offset is not None:
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        return int(tp.offset) if tp.offset >= 0 else None
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
 def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
     md = plane.metadata
     created = plane.clusters.CreateCluster(
@@ -289,6 +307,12 @@ def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
         lambda: [p.replicas for p in broker_meta(plane, "life", "solo").partitions], 30, "solo"
     )
     assert (1,) in spread, "broker 1 holds partitions of 'solo'"
+    # the service's own topics shrink instead: offsets committed now, with two brokers, make
+    # __consumer_offsets with two replicas, and the scale-in takes it to broker 0 alone
+    bootstrap = plane.get("life").bootstrap_brokers
+    wait_until(lambda: committed_offset(bootstrap, "g", "solo", 7) == 7, 60, "offsets")
+    offsets = broker_meta(plane, "life", "__consumer_offsets").partitions
+    assert {len(p.replicas) for p in offsets} == {2}
     removed_dir = Path(cluster.brokers[1].data_dir)
     scaling = plane.clusters.UpdateBrokerCount(
         cpb.UpdateBrokerCountRequest(name="life", broker_count=1), metadata=md
@@ -304,6 +328,10 @@ def test_cluster_lifecycle(plane: ControlPlaneProcess) -> None:
         tpb.DescribeTopicRequest(cluster="life", name="solo"), metadata=md, timeout=30
     )
     assert [list(p.replicas) for p in moved.partition_details] == [[0]] * 4
+    offsets = broker_meta(plane, "life", "__consumer_offsets").partitions
+    assert {p.replicas for p in offsets} == {(0,)}
+    bootstrap = plane.get("life").bootstrap_brokers
+    assert wait_until(lambda: committed_offset(bootstrap, "g", "solo", None), 60, "read") == 7
 
     # delete: brokers stop, data goes, repeating is harmless
     data_dirs = [Path(b.data_dir) for b in cluster.brokers]
