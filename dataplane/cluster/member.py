@@ -155,6 +155,9 @@ class ClusterMember:
         self.channels = self.new_channels("")
         self._tasks: list[asyncio.Task[None]] = []
         self._registered = asyncio.Event()
+        self.registration_marks: dict[str, float] = {}
+        """When (time.monotonic()) the registration that succeeded was answered by the
+        controller and replayed here: the start-up log line's split of its registration."""
         self.fatal = asyncio.Event()
         """Set when this broker can no longer take part in the cluster (its metadata log
         cannot be written or applied): the process halts (``dataplane.main``)."""
@@ -561,7 +564,9 @@ class ClusterMember:
             if response.error_code != ErrorCode.none:
                 raise NotController(f"registration refused: {response.error_code.name}")
             epoch = int(response.broker_epoch)
+        self.registration_marks["registration answered"] = time.monotonic()
         await self._wait_applied(epoch)
+        self.registration_marks["registration replayed"] = time.monotonic()
         self.epoch = epoch
         self._registered.set()
         log.info("broker %d registered (epoch %d)", self.node_id, epoch)

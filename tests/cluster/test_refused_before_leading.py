@@ -12,6 +12,7 @@ flight under new sequence numbers, duplicating the batches that had been written
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -79,3 +80,13 @@ def test_a_gap_behind_a_write_refused_before_leading_is_refused_alike(tmp_path: 
 
         sequences = wait_for(lambda: len(stored()) >= 3 and stored(), 30, "three batches")
         assert sequences == [0, 1, 2], "each batch once, in order"
+        # each broker's start-up line splits its registration in two (the soak's table
+        # reads it): the controller's answer, then the replay of it here
+        for i in range(3):
+            text = cluster.broker(i).log_path.read_text(errors="replace")
+            started = re.findall(r"broker \d+ started: .*", text)
+            assert started, cluster.logs(i)
+            assert all(
+                re.search(r", registration answered [\d.]+ s, registration replayed [\d.]+ s, ", s)
+                for s in started
+            ), started
