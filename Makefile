@@ -86,7 +86,7 @@ transform-guests:
 # franz-go's own integration tests against Apache Kafka 4.3.1 and Sluice, one row per test
 # (not part of `make test`: ~15 min). e.g. make test-peers PEERS_ARGS="--target sluice --tests GroupETL"
 test-peers: venv java-deps franz-go
-	@$(PY) -m tests.peers.run $(PEERS_ARGS)
+	@$(RUN) $(PY) -m tests.peers.run $(PEERS_ARGS)
 
 # One line per step with the time since `make demo` started, the install included (the
 # demo's own steps continue the same clock: SLUICE_DEMO_T0).
@@ -97,7 +97,7 @@ demo:
 	SLUICE_DEMO_T0=$$t0 $(RUN) $(PY) -m controlplane.demo
 
 demo-broker: venv
-	@$(PY) -m dataplane.demo
+	@$(RUN) $(PY) -m dataplane.demo
 
 lint: venv
 	@$(VENV)/bin/ruff check .
@@ -132,7 +132,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_JOBS ?= 1
 fuzz: venv
 	@$(PY) -c 'import atheris' 2>/dev/null || { echo "installing the fuzz extra (atheris) into $(VENV)"; set -o pipefail; $(PIP) install --quiet -e '.[test,dev,fuzz]' 2>&1 | $(HIDE_EDITABLE_BOX); }
-	@$(PY) -m tests.fuzz.run --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS) --record
+	@$(RUN) $(PY) -m tests.fuzz.run --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS) --record
 
 # The fault-injection soak (tests/chaos/README.md), as root: each of SEEDS runs MINUTES of
 # faults on a 3-broker cluster whose brokers live in network namespaces of their own, then the
@@ -144,15 +144,15 @@ soak: venv
 	@tools/ensure-soak-deps.sh
 	@test -x $(VENV)/bin/py-spy || { echo "installing the soak extra (py-spy) into $(VENV)"; set -o pipefail; $(PIP) install --quiet -e '.[test,dev,soak]' 2>&1 | $(HIDE_EDITABLE_BOX); }
 	@status=0; \
-	$(PY) -m tests.chaos.soak $(foreach s,$(SEEDS),--seed $(s)) --minutes $(MINUTES) --record || status=1; \
-	$(PY) -m tests.chaos.raft_soak --seeds $(RAFT_SEEDS) --record || status=1; \
+	$(RUN) $(PY) -m tests.chaos.soak $(foreach s,$(SEEDS),--seed $(s)) --minutes $(MINUTES) --record || status=1; \
+	$(RUN) $(PY) -m tests.chaos.raft_soak --seeds $(RAFT_SEEDS) --record || status=1; \
 	exit $$status
 
 unit: venv
-	@$(PY) -m pytest tests/dataplane $(PYTEST_ARGS)
+	@$(RUN) $(PY) -m pytest tests/dataplane $(PYTEST_ARGS)
 
 bench: venv system-deps java-deps spark-kafka
-	@$(PY) -m bench.run_all
+	@$(RUN) $(PY) -m bench.run_all
 
 clean:
 	@chmod -R u+w $(CACHE)/go 2>/dev/null || true  # Go's module cache is read-only

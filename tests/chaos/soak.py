@@ -103,6 +103,10 @@ class Soak:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
         return {
             **env,
+            # the project's modules compiled once, as `make` runs them: without it an
+            # environment with PYTHONDONTWRITEBYTECODE compiles them at every broker start
+            "PYTHONPYCACHEPREFIX": env.get("PYTHONPYCACHEPREFIX") or str(REPO / ".venv/pycache"),
+            "PYTHONDONTWRITEBYTECODE": "",
             "SLUICE_HOME": str(self.home),
             "SLUICE_ENDPOINT": "127.0.0.1:7443",
             "AWS_ACCESS_KEY_ID": S3_KEY.access_key_id,
