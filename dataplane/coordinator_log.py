@@ -255,8 +255,9 @@ class CoordinatorLog:
 
         Returns a future that resolves once the ISR has the write (and the fsync, with
         ``log.flush.policy=fsync``), or None when nothing is left to wait for. A failed
-        write raises NotCoordinator (Kafka's answer to a storage error on the
-        coordinator's log), or BrokerError (UNKNOWN_SERVER_ERROR) for other failures.
+        write raises NotCoordinator for a storage error on the coordinator's log (a full
+        disk included: Kafka's answer, which clients retry), or the BrokerError of the
+        failure (``write_error`` maps it to what the client is told).
         """
         plog = self.log_for(key)
         name = self.topic.name
@@ -269,11 +270,11 @@ class CoordinatorLog:
                 plog.append_internal(batch)
             for chunk in _chunks(records, limit):
                 plog.append_internal(encode_batch(chunk, timestamp_ms=now))
-        except OSError as exc:
+        except (OSError, KafkaStorageError) as exc:
+            # not wrapped in a plain BrokerError: that was UNKNOWN_SERVER_ERROR, which
+            # librdkafka takes as a permanent EndTxn failure (found by the soak)
             log.error("writing to %s-%d failed: %s", name, plog.partition, exc)
             raise NotCoordinator(f"write to the {self.topic.what} log failed: {exc}") from exc
-        except BrokerError as exc:
-            raise BrokerError(f"write to the {self.topic.what} log failed: {exc}") from exc
         waits: list[asyncio.Future[None]] = []
         if self.logs.fsync_on_append:
             waits.append(self.logs.sync(plog))

@@ -11,12 +11,23 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from dataplane.log.local_log import FULL_LOG_INTERVAL_S
+from dataplane.transactions.records import decode_value
+from dataplane.transactions.state import TxnState
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
+from wire.record_batch import decode_records, iter_headers
 
 LIMIT = 400_000
 VALUE = b"x" * 1000
@@ -169,3 +180,116 @@ def test_a_start_that_fails_after_registering_exits_at_once(tmp_path: Path) -> N
         assert "not a number: remove it" in logs, logs
     finally:
         failing.stop()
+
+
+TXN_SETTINGS = {"transaction.state.log.num.partitions": "1"}
+TXN_TOPIC = "txn-full"
+TXN_ID = "txn-full-id"
+
+
+def txn_producer(bootstrap: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": TXN_ID,
+            "transaction.timeout.ms": 60_000,
+            "log_level": 0,
+        }
+    )
+
+
+def commit_one(producer: Producer, value: int, timeout: float = 10) -> None:
+    producer.begin_transaction()
+    producer.produce(TXN_TOPIC, b"%d" % value)
+    producer.commit_transaction(timeout)
+
+
+def txn_log(data: Path) -> list[tuple[int, int, TxnState]]:
+    """(position, size, state) of every batch in the transaction log's one segment."""
+    (segment,) = (data / "__transaction_state-0").glob("*.log")
+    raw = segment.read_bytes()
+    out, position = [], 0
+    for header in iter_headers(raw):
+        (record,) = decode_records(raw[position : position + header.size])
+        assert record.value is not None
+        out.append((position, header.size, decode_value(record.value).state))
+        position += header.size
+    return out
+
+
+def test_a_full_transaction_log_fails_a_commit_retriably_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """Found by the soak: a PREPARE_COMMIT that a full disk refused was answered
+    UNKNOWN_SERVER_ERROR (the coordinator's log wrapped the partition's LogDirFull in a
+    plain error), which librdkafka takes as a permanent EndTxn failure. Kafka answers a
+    storage error on the coordinator's log NOT_COORDINATOR, which clients retry: the commit
+    fails retriably while the disk is full, and goes through once there is space again.
+
+    The write that fills the disk must be the PREPARE_COMMIT: a first broker measures the
+    transaction log's batches (their sizes are fixed: same id, topic and fields), and the
+    second runs with a file size limit that ends in the middle of a PREPARE_COMMIT."""
+    measured = BrokerProcess(tmp_path / "measure", TXN_SETTINGS).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": measured.bootstrap})
+        admin.create_topics([NewTopic(TXN_TOPIC, 1, 1)])[TXN_TOPIC].result(30)
+        producer = txn_producer(measured.bootstrap)
+        producer.init_transactions(30)
+        for value in range(2):
+            commit_one(producer, value)
+        wait = time.monotonic() + 30
+        while len(txn_log(tmp_path / "measure")) < 7:  # Empty, then 3 per transaction
+            assert time.monotonic() < wait, txn_log(tmp_path / "measure")
+            time.sleep(0.05)
+        batches = txn_log(tmp_path / "measure")
+    finally:
+        measured.stop()
+    states = [state for _, _, state in batches]
+    assert states[1:4] == [TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+    first, cycle = batches[1][0], batches[4][0] - batches[1][0]
+    sizes = [size for _, size, _ in batches]
+    assert sizes[1:4] == sizes[4:7], batches  # every transaction adds the same bytes
+    full_after = 100  # transactions that fit; the next one's PREPARE_COMMIT does not
+    prepare_at = first + full_after * cycle + batches[2][0] - first
+    limit = prepare_at + batches[2][1] // 2
+
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, TXN_SETTINGS, file_size_limit=limit).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(TXN_TOPIC, 1, 1)])[TXN_TOPIC].result(30)
+        producer = txn_producer(broker.bootstrap)
+        producer.init_transactions(30)
+        for value in range(full_after):
+            commit_one(producer, value)
+        with pytest.raises(KafkaException) as failed:
+            commit_one(producer, full_after, timeout=5)
+        error = failed.value.args[0]
+        assert error.code() != KafkaError.UNKNOWN, error
+        assert error.retriable(), error
+        assert (error.fatal(), error.txn_requires_abort()) == (False, False), error
+        assert broker.alive()
+    finally:
+        broker.stop()
+
+    broker = BrokerProcess(data, TXN_SETTINGS, port=broker.port).start()  # space again
+    try:
+        producer.commit_transaction(60)  # the same commit, retried
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": unique("g"),
+                "isolation.level": "read_committed",
+                "log_level": 0,
+            }
+        )
+        consumer.assign([TopicPartition(TXN_TOPIC, 0, OFFSET_BEGINNING)])
+        values: list[bytes] = []
+        while len(values) < full_after + 1:
+            batch = consumer.consume(500, 10)
+            assert batch, f"stalled at {len(values)} of {full_after + 1} committed records"
+            values += [msg.value() for msg in batch if msg.error() is None]
+        consumer.close()
+        assert values == [b"%d" % i for i in range(full_after + 1)], "every commit, once"
+    finally:
+        broker.stop()
