@@ -24,7 +24,7 @@ from dataplane.cluster.image import MetadataImage
 from dataplane.cluster.member import ClusterMember
 from dataplane.config import BrokerConfig
 from tests.support.processes import free_port
-from wire.errors import StaleBrokerEpoch
+from wire.errors import NotController, StaleBrokerEpoch
 
 NODE = 1
 EPOCH = 42
@@ -77,3 +77,44 @@ def test_a_registration_replayed_unfenced_ends_the_wait(tmp_path: Path) -> None:
         await m.channels.close()
 
     asyncio.run(run())
+
+
+def test_a_voter_asked_on_a_guess_that_never_answers_does_not_hold_the_request(
+    tmp_path: Path,
+) -> None:
+    """A restarted broker knows no controller yet and asks the voters in turn. One that is
+    paused accepts the connection (the kernel does) and never answers: it got the whole
+    timeout of the request (5 s for a registration) before the next voter was asked. Now a
+    guess gets one election timeout (500 ms), so within 3 s both silent voters are asked."""
+    asked: dict[int, int] = {}
+
+    async def run() -> None:
+        async def silent(voter: int) -> asyncio.Server:
+            async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                while await reader.read(65536):
+                    asked[voter] = asked.get(voter, 0) + 1
+                writer.close()
+
+            return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+        servers = {v: await silent(v) for v in (2, 3)}
+        port = {v: s.sockets[0].getsockname()[1] for v, s in servers.items()}
+        settings = {
+            "node.id": str(NODE),
+            "controller.quorum.voters": f"2@127.0.0.1:{free_port()},3@127.0.0.1:{free_port()}",
+            "controller.quorum.voter.listeners": f"2@127.0.0.1:{port[2]},3@127.0.0.1:{port[3]}",
+            "controller.listener": f"127.0.0.1:{free_port()}",
+        }
+        config = BrokerConfig.build(
+            data_dir=str(tmp_path), listen="127.0.0.1:0", overrides=settings
+        )
+        m = ClusterMember(config, MetadataImage(node_id=NODE, cluster_id="guess"), tmp_path)
+        assert m.controller_id == -1
+        with pytest.raises(NotController, match="no controller answered within 3 s"):
+            await m.send_to_controller(m._heartbeat_request(shut_down=False), timeout=3)
+        await m.channels.close()
+        for server in servers.values():
+            server.close()
+
+    asyncio.run(run())
+    assert set(asked) == {2, 3}, asked
