@@ -27,6 +27,7 @@ from wire.errors import (
     BrokerError,
     CorruptRecord,
     InvalidRequiredAcks,
+    NotEnoughReplicas,
     NotLeaderOrFollower,
     RecordValidationError,
     UnknownTopicId,
@@ -113,8 +114,8 @@ def _append(ctx: RequestContext, request: Any) -> Any:  # noqa: C901, PLR0912 - 
             except BrokerError as exc:
                 if isinstance(exc, RecordValidationError):  # raised by plog.append
                     exc.log_start_offset = plog.log_start_offset  # as Kafka answers them
-                elif isinstance(exc, NotLeaderOrFollower):
-                    _note_refused(ctx, name, topic_id, pdata)
+                elif type(exc) is NotLeaderOrFollower or type(exc) is NotEnoughReplicas:
+                    _note_refused(ctx, name, topic_id, pdata, type(exc))  # not written
                 partitions.append((pdata.index, exc))
                 failed = True
             except OSError as exc:
@@ -182,12 +183,20 @@ async def _after_fsync(
     return response
 
 
-def _note_refused(ctx: RequestContext, name: str | None, topic_id: Any, pdata: Any) -> None:
-    """A write this replica refused NOT_LEADER_OR_FOLLOWER: its producer state notes it
-    (``ProducerStateTable.note_refused``), so that if this replica leads next, the batches
-    behind it are refused alike until the client retries it, not answered
-    OUT_OF_ORDER_SEQUENCE (a client sent here by a leader hint can be faster than this
-    broker's metadata; librdkafka bumps its epoch on that error and duplicates records)."""
+def _note_refused(
+    ctx: RequestContext,
+    name: str | None,
+    topic_id: Any,
+    pdata: Any,
+    refusal: type[BrokerError],
+) -> None:
+    """A write this replica refused unwritten, NOT_LEADER_OR_FOLLOWER or
+    NOT_ENOUGH_REPLICAS: its producer state notes it (``ProducerStateTable.note_refused``),
+    so that the batches behind it (here, or once this replica leads) are refused alike
+    until the client retries it, not answered OUT_OF_ORDER_SEQUENCE: librdkafka bumps its
+    epoch on that error and re-sends what it has in flight under new sequence numbers,
+    duplicating what was written (a client sent here by a leader hint can be faster than
+    this broker's metadata; the soak found the same after NOT_ENOUGH_REPLICAS)."""
     broker = ctx.broker
     if name is None:
         info = broker.metadata.topics_by_id.get(topic_id)
@@ -199,7 +208,7 @@ def _note_refused(ctx: RequestContext, name: str | None, topic_id: Any, pdata: A
         headers = validate_batches(pdata.records)
     except BrokerError:
         return  # not a batch to remember
-    replica.plog.producers.note_refused(headers, NotLeaderOrFollower)
+    replica.plog.producers.note_refused(headers, refusal)
 
 
 def _invalid_acks(acks: int) -> BrokerError:

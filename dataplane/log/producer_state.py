@@ -33,7 +33,8 @@ Batches behind a refused one: when a batch that was next in its producer's seque
 refused unwritten with a retriable error — a write that failed for lack of space
 (``LogDirFull``, ``noting_refusals``), or a produce this replica answered
 NOT_LEADER_OR_FOLLOWER just before it became the leader (``note_refused``: KIP-951's leader
-hints send clients to the new leader before it has applied its leadership) — it is noted,
+hints send clients to the new leader before it has applied its leadership), or one it
+answered NOT_ENOUGH_REPLICAS (acks=all with the ISR below min.insync.replicas) — it is noted,
 and until that batch comes again every later one of the same producer and epoch is refused
 alike, not answered OUT_OF_ORDER_SEQUENCE. librdkafka answers that error (for any batch but
 the first in flight) by bumping its epoch and re-sending everything it has in flight on
@@ -59,6 +60,7 @@ from wire.errors import (
     InvalidProducerEpoch,
     InvalidTxnState,
     LogDirFull,
+    NotEnoughReplicas,
     NotLeaderOrFollower,
     OutOfOrderSequence,
     TransactionCoordinatorFenced,
@@ -72,6 +74,7 @@ SNAPSHOT_VERSION = 2
 REFUSALS: dict[type[BrokerError], str] = {
     LogDirFull: "by a full disk",
     NotLeaderOrFollower: "while this replica was not the leader",
+    NotEnoughReplicas: "while the ISR was below min.insync.replicas",
 }
 """The retriable refusals a later batch is refused alike behind, and how they are named."""
 
