@@ -136,7 +136,7 @@ class Broker:
         # this broker's image held the registration
         marks = self.cluster.registration_marks
         if len(marks) == 2:
-            self.start_phases += sorted(marks.items(), key=lambda mark: mark[1])
+            self.start_phases += marks.items()  # answered, then replayed
         else:
             self.start_phases.append(("registration", time.monotonic()))
         self.replicas.activate()

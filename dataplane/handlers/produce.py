@@ -22,13 +22,12 @@ from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from dataplane.handlers.leader_hints import PRODUCE_HINT_VERSION, PRODUCE_HINTED, LeaderHints
 from dataplane.log.partition_log import AppendResult
+from dataplane.log.producer_state import REFUSALS
 from dataplane.replication.partition import Partition
 from wire.errors import (
     BrokerError,
     CorruptRecord,
     InvalidRequiredAcks,
-    NotEnoughReplicas,
-    NotLeaderOrFollower,
     RecordValidationError,
     UnknownTopicId,
     error_code_for,
@@ -114,8 +113,8 @@ def _append(ctx: RequestContext, request: Any) -> Any:  # noqa: C901, PLR0912 - 
             except BrokerError as exc:
                 if isinstance(exc, RecordValidationError):  # raised by plog.append
                     exc.log_start_offset = plog.log_start_offset  # as Kafka answers them
-                elif type(exc) is NotLeaderOrFollower or type(exc) is NotEnoughReplicas:
-                    _note_refused(ctx, name, topic_id, pdata, type(exc))  # not written
+                elif type(exc) in REFUSALS:  # refused unwritten
+                    _note_refused(ctx, name, topic_id, pdata, type(exc))
                 partitions.append((pdata.index, exc))
                 failed = True
             except OSError as exc:
@@ -190,8 +189,9 @@ def _note_refused(
     pdata: Any,
     refusal: type[BrokerError],
 ) -> None:
-    """A write this replica refused unwritten, NOT_LEADER_OR_FOLLOWER or
-    NOT_ENOUGH_REPLICAS: its producer state notes it (``ProducerStateTable.note_refused``),
+    """A write this replica refused unwritten (a refusal of ``REFUSALS``: NOT_LEADER_OR_
+    FOLLOWER, NOT_ENOUGH_REPLICAS; a full disk's is noted by the append already, and noting
+    it again changes nothing): its producer state notes it (``ProducerStateTable.note_refused``),
     so that the batches behind it (here, or once this replica leads) are refused alike
     until the client retries it, not answered OUT_OF_ORDER_SEQUENCE: librdkafka bumps its
     epoch on that error and re-sends what it has in flight under new sequence numbers,
