@@ -30,6 +30,7 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dataplane.cluster import records as r
@@ -58,6 +59,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class IsrChange:
+    """One partition's ISR change, as its leader asks for it (AlterPartition)."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+
+
 PRODUCER_ID_LIMIT = 2**63 - 1
 ACTIVATION_WAIT_S = 10.0
 
@@ -225,8 +239,10 @@ class QuorumController:
     ) -> int:
         """Register (or re-register) a broker; its new epoch. ``endpoints``: every Kafka
         listener's advertised [host, port] by name."""
+        asked = time.monotonic()
         async with self.lock:
             await self.wait_active(5)
+            locked = time.monotonic()
             known = self.image.brokers.get(broker_id)
             if known is not None and known.incarnation == incarnation and not known.fenced:
                 self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
@@ -263,7 +279,16 @@ class QuorumController:
             self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
             await self.commit(records)
             self._deadlines[broker_id] = time.monotonic() + self._session_timeout()
-            log.info("registered broker %d at %s:%d (epoch %d)", broker_id, host, port, epoch)
+            log.info(
+                "registered broker %d at %s:%d (epoch %d; %.2f s for the controller's lock, "
+                "%.2f s to commit)",
+                broker_id,
+                host,
+                port,
+                epoch,
+                locked - asked,
+                time.monotonic() - locked,
+            )
             return self.image.brokers[broker_id].epoch
 
     def heartbeat(self, broker_id: int, epoch: int) -> bool:
@@ -473,37 +498,55 @@ class QuorumController:
 
     # ------------------------------------------------------------------ partitions
 
-    async def alter_partition(  # noqa: PLR0917 - the fields of an AlterPartition
-        self,
-        topic: str,
-        partition: int,
-        leader_id: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        new_isr: Sequence[int],
-    ) -> PartitionState:
-        """An ISR change asked for by the partition's leader."""
+    async def alter_partitions(
+        self, leader_id: int, changes: Sequence[IsrChange]
+    ) -> list[PartitionState | BrokerError]:
+        """ISR changes asked for by one partition leader, as one AlterPartition carries
+        them: each checked on its own (its refusal in its place in the answer), the
+        accepted ones committed together as one entry (a leader that got its followers
+        back after a fault asks for dozens at once; one commit each kept every other
+        decision, a restarted broker's registration among them, waiting behind them)."""
         async with self.lock:
             await self.wait_active(5)
-            state = self._led_by(topic, partition, leader_id, leader_epoch)
-            if partition_epoch != state.partition_epoch:
-                raise InvalidUpdateVersion(
-                    f"partition epoch {partition_epoch} is not {state.partition_epoch}"
-                )
-            isr = [b for b in dict.fromkeys(new_isr) if b in state.replicas]
-            if leader_id not in isr:
-                isr.insert(0, leader_id)
-            for b in isr:
-                if b not in state.isr and not self._live(b):
-                    raise InvalidUpdateVersion(f"broker {b} is fenced and cannot join the ISR")
-            record = self._record(state, isr=isr)
-            records: list[r.Record] = [record]
-            if state.adding and all(b in isr for b in state.adding):
-                records = [self._complete_reassignment(state, isr)]
-            await self.commit(records)
-            updated = self.image.partition(topic, partition)
-            assert updated is not None
-            return updated
+            refused: dict[int, BrokerError] = {}
+            records: list[r.Record] = []
+            seen: set[tuple[str, int]] = set()
+            for i, change in enumerate(changes):
+                try:
+                    if (change.topic, change.partition) in seen:
+                        raise InvalidRequest(f"{change.topic}-{change.partition} asked twice")
+                    seen.add((change.topic, change.partition))
+                    records.append(self._isr_record(leader_id, change))
+                except BrokerError as exc:
+                    refused[i] = exc
+            if records:
+                await self.commit(records)
+            return [
+                refused[i] if i in refused else self._partition_now(change.topic, change.partition)
+                for i, change in enumerate(changes)
+            ]
+
+    def _partition_now(self, topic: str, partition: int) -> PartitionState:
+        state = self.image.partition(topic, partition)
+        assert state is not None  # just committed; topics go only by decisions, under the lock
+        return state
+
+    def _isr_record(self, leader_id: int, change: IsrChange) -> r.Record:
+        """The record of one ISR change, or the reason it is refused."""
+        state = self._led_by(change.topic, change.partition, leader_id, change.leader_epoch)
+        if change.partition_epoch != state.partition_epoch:
+            raise InvalidUpdateVersion(
+                f"partition epoch {change.partition_epoch} is not {state.partition_epoch}"
+            )
+        isr = [b for b in dict.fromkeys(change.isr) if b in state.replicas]
+        if leader_id not in isr:
+            isr.insert(0, leader_id)
+        for b in isr:
+            if b not in state.isr and not self._live(b):
+                raise InvalidUpdateVersion(f"broker {b} is fenced and cannot join the ISR")
+        if state.adding and all(b in isr for b in state.adding):
+            return self._complete_reassignment(state, isr)
+        return self._record(state, isr=isr)
 
     # ------------------------------------------------------------------ remote tier
 
@@ -660,32 +703,39 @@ class QuorumController:
         )
         return self._complete_reassignment(pending, state.isr)
 
-    async def elect_preferred(self, topic: str, partition: int) -> bool:
-        """Move leadership to the preferred replica if it is in the ISR; True if it moved."""
-        state = self.image.partition(topic, partition)
-        if state is None:
-            raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+    def _preferred_record(self, state: PartitionState) -> r.Record | None:
+        """Leadership back to the preferred replica, if it is live and in the ISR."""
         preferred = state.preferred
-        if state.leader == preferred or preferred not in state.isr or not self._live(preferred):
-            return False
-        await self.commit([self._record(state, leader=preferred)])
-        return True
+        if state.leader == preferred or state.adding or state.removing:
+            return None
+        if preferred not in state.isr or not self._live(preferred):
+            return None
+        return self._record(state, leader=preferred)
 
     async def _preferred_leader_loop(self) -> None:
+        """Every ``leader.imbalance.check.interval.seconds``, every partition whose preferred
+        replica is back in its ISR is given back to it, all in one entry (one commit each
+        held every other decision behind dozens of them after a broker came back)."""
         interval = self.config.get_int("leader.imbalance.check.interval.seconds")
         while True:
             await asyncio.sleep(interval)
             if not self.config.get_bool("auto.leader.rebalance.enable"):
                 continue
-            for (topic, partition), state in list(self.image.partitions.items()):
-                if state.leader == state.preferred or state.adding or state.removing:
+            async with self.lock:
+                if not self.active:
                     continue
-                async with self.lock:
-                    with contextlib.suppress(NotController, UnknownTopicOrPartition):
-                        if await self.elect_preferred(topic, partition):
-                            log.info(
-                                "preferred leader %d elected for %s-%d",
-                                state.preferred,
-                                topic,
-                                partition,
-                            )
+                moves = [
+                    (state, record)
+                    for state in self.image.partitions.values()
+                    if (record := self._preferred_record(state)) is not None
+                ]
+                if not moves:
+                    continue
+                with contextlib.suppress(NotController):
+                    await self.commit([record for _, record in moves])
+                    log.info(
+                        "preferred leaders elected for %d partition(s): %s",
+                        len(moves),
+                        ", ".join(f"{s.topic}-{s.partition}->{s.preferred}" for s, _ in moves[:8])
+                        + (" ..." if len(moves) > 8 else ""),
+                    )

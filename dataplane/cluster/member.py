@@ -20,7 +20,7 @@ import datetime
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64, u16
 
 from dataplane.cluster import records as r
-from dataplane.cluster.controller import QuorumController
+from dataplane.cluster.controller import IsrChange, QuorumController
 from dataplane.cluster.image import MetadataImage, PartitionState
 from dataplane.cluster.topics import NewTopic, create_topic
 from dataplane.raft.server import RaftServer, ServerConfig
@@ -351,9 +351,9 @@ class ClusterMember:
         c = self.controller
         return c if c is not None and self.raft.is_leader else None
 
-    def _controller_channel(self, attempt: int) -> tuple[Any, bool]:
-        """The channel to the active controller, or to a voter in turn while none is known
-        (then True: a guess)."""
+    def _controller_channel(self, attempt: int) -> tuple[int, Any, bool]:
+        """The active controller's id and channel, or a voter's in turn while none is
+        known (then True: a guess)."""
         leader = self.controller_id
         guess = leader < 0 or leader not in self.voter_listeners
         if guess:
@@ -362,18 +362,23 @@ class ClusterMember:
                 raise NotController("no controller is known yet")
             leader = ids[attempt % len(ids)]
         host, port = self.voter_listeners[leader]
-        return self.channels.get("controller", host, port), guess
+        return leader, self.channels.get("controller", host, port), guess
 
-    async def send_to_controller(self, request: Any, timeout: float = 10.0) -> Any:
+    async def send_to_controller(
+        self, request: Any, timeout: float = 10.0, trail: list[str] | None = None
+    ) -> Any:
         """Send a Kafka request to the active controller; retried until ``timeout`` while
-        the answer is NOT_CONTROLLER or the controller cannot be reached.
+        the answer is NOT_CONTROLLER or the controller cannot be reached. ``trail``, when
+        given, gets a line per attempt (whom it asked, "?" for a guess, what came back
+        and when): the registration logs it, as what a slow start waited for.
 
         A voter asked on a guess (no controller known yet, as after a restart) gets one
         election timeout to answer: a live one that is not the controller says so at once,
         while a paused or cut-off one would hold the request, and the broker's registration,
         for all of ``timeout`` (the soak's restarted brokers waited a median 0.9 s for
         their registration's answer after a controller was active)."""
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         guess_s = self.config.get_seconds("controller.quorum.election.timeout.ms")
         attempt = 0
         while True:
@@ -381,14 +386,20 @@ class ClusterMember:
             remaining = deadline - time.monotonic()
             if self.local_controller() is not None:
                 raise ControllerIsLocal(f"broker {self.node_id} is the controller now")
+            asked = "none"
             try:
-                channel, guess = self._controller_channel(attempt)
+                voter, channel, guess = self._controller_channel(attempt)
+                asked = f"{voter}{'?' if guess else ''}"
                 wait = min(remaining, guess_s) if guess else remaining
                 response = await channel.request(request, timeout=max(0.1, wait))
                 code = getattr(response, "error_code", ErrorCode.none)
+                if trail is not None:
+                    trail.append(f"{asked}:{code.name}@{time.monotonic() - start:.2f}")
                 if code != ErrorCode.not_controller:
                     return response
             except (OSError, TimeoutError, NotController) as exc:
+                if trail is not None:
+                    trail.append(f"{asked}:{type(exc).__name__}@{time.monotonic() - start:.2f}")
                 if time.monotonic() >= deadline:
                     raise NotController(
                         f"no controller answered within {timeout:.0f} s: {exc}"
@@ -523,6 +534,8 @@ class ClusterMember:
             await asyncio.sleep(interval if self.epoch >= 0 else min(interval, 0.1))
 
     async def _register(self) -> None:
+        started = time.monotonic()
+        trail: list[str] = []
         host, port = self.advertised
         raft_host, raft_port = self.raft_address
         local = self.local_controller()
@@ -537,7 +550,29 @@ class ClusterMember:
                 self.endpoints,
             )
         else:
-            response = await self.send_to_controller(
+            response = await self._send_registration(trail, started, host, port)
+            if response.error_code != ErrorCode.none:
+                raise NotController(f"registration refused: {response.error_code.name}")
+            epoch = int(response.broker_epoch)
+        self.registration_marks["registration answered"] = time.monotonic()
+        await self._wait_applied(epoch)
+        self.registration_marks["registration replayed"] = time.monotonic()
+        self.epoch = epoch
+        self._registered.set()
+        log.info(
+            "broker %d registered (epoch %d) in %.2f s; asked (controller:answer@s): %s",
+            self.node_id,
+            epoch,
+            time.monotonic() - started,
+            " ".join(trail[-8:]) or "itself",
+        )
+
+    async def _send_registration(
+        self, trail: list[str], started: float, host: str, port: int
+    ) -> Any:
+        raft_host, raft_port = self.raft_address
+        try:
+            return await self.send_to_controller(
                 register_req.BrokerRegistrationRequest(
                     broker_id=BrokerId(self.node_id),
                     cluster_id=self.image.cluster_id,
@@ -571,16 +606,16 @@ class ClusterMember:
                     previous_broker_epoch=i64(self.epoch),
                 ),
                 timeout=5,
+                trail=trail,
             )
-            if response.error_code != ErrorCode.none:
-                raise NotController(f"registration refused: {response.error_code.name}")
-            epoch = int(response.broker_epoch)
-        self.registration_marks["registration answered"] = time.monotonic()
-        await self._wait_applied(epoch)
-        self.registration_marks["registration replayed"] = time.monotonic()
-        self.epoch = epoch
-        self._registered.set()
-        log.info("broker %d registered (epoch %d)", self.node_id, epoch)
+        except NotController:
+            log.info(
+                "broker %d: no registration answer in %.2f s; asked (controller:answer@s): %s",
+                self.node_id,
+                time.monotonic() - started,
+                " ".join(trail[-8:]),
+            )
+            raise
 
     async def _wait_applied(self, epoch: int) -> None:
         """Until this broker's image holds its registration of ``epoch``. No heartbeats
@@ -627,57 +662,66 @@ class ClusterMember:
 
     # ------------------------------------------------------------------ partition changes
 
-    async def alter_partition(self, state: PartitionState, new_isr: list[int]) -> None:
-        """Ask the controller to set the ISR of a partition this broker leads."""
+    async def alter_partitions(
+        self, asked: Sequence[tuple[PartitionState, Sequence[int]]]
+    ) -> list[BrokerError | None]:
+        """Ask the controller to set the ISRs of partitions this broker leads, all in one
+        AlterPartition (one commit): each one's refusal, or None, in the order asked.
+        Raises when the request as a whole fails (NotController)."""
+        changes = [
+            IsrChange(s.topic, s.partition, s.leader_epoch, s.partition_epoch, tuple(isr))
+            for s, isr in asked
+        ]
         local = self.local_controller()
         if local is not None:
-            await local.alter_partition(
-                state.topic,
-                state.partition,
-                self.node_id,
-                state.leader_epoch,
-                state.partition_epoch,
-                new_isr,
-            )
-            return
-        topic_id = self.image.topics[state.topic].topic_id
+            decided = await local.alter_partitions(self.node_id, changes)
+            return [x if isinstance(x, BrokerError) else None for x in decided]
+        by_topic: dict[str, list[IsrChange]] = {}
+        for change in changes:
+            by_topic.setdefault(change.topic, []).append(change)
+        ids = {name: self.image.topics[name].topic_id for name in by_topic}
         response = await self.send_to_controller(
             alter_req.AlterPartitionRequest(
                 broker_id=BrokerId(self.node_id),
                 broker_epoch=i64(self.epoch),
-                topics=(
+                topics=tuple(
                     alter_req.TopicData(
-                        topic_id=topic_id,
-                        partitions=(
-                            alter_req.PartitionData(
-                                partition_index=i32(state.partition),
-                                leader_epoch=i32(state.leader_epoch),
-                                new_isr_with_epochs=tuple(
-                                    alter_req.BrokerState(
-                                        broker_id=BrokerId(b), broker_epoch=i64(-1)
-                                    )
-                                    for b in new_isr
-                                ),
-                                leader_recovery_state=i8(0),
-                                partition_epoch=i32(state.partition_epoch),
-                            ),
-                        ),
-                    ),
+                        topic_id=ids[name],
+                        partitions=tuple(_partition_data(c) for c in topic_changes),
+                    )
+                    for name, topic_changes in by_topic.items()
                 ),
             ),
             timeout=5,
         )
         if response.error_code != ErrorCode.none:
             raise NotController(f"AlterPartition: {response.error_code.name}")
-        for topic in response.topics:
-            for part in topic.partitions:
-                if part.error_code != ErrorCode.none:
-                    # raised, so the leader drops its maximal ISR now (an acks=all write
-                    # would otherwise wait for the refused member until ISR_ANSWER_WAIT)
-                    raise exception_for(
-                        ErrorCode(part.error_code),
-                        f"ISR change refused: {ErrorCode(part.error_code).name}",
-                    )
+        codes = {
+            (topic.topic_id, int(part.partition_index)): ErrorCode(part.error_code)
+            for topic in response.topics
+            for part in topic.partitions
+        }
+        outcomes: list[BrokerError | None] = []
+        for change in changes:
+            code = codes.get((ids[change.topic], change.partition), ErrorCode.unknown_server_error)
+            outcomes.append(
+                None
+                if code == ErrorCode.none
+                else exception_for(code, f"ISR change refused: {code.name}")
+            )
+        return outcomes
+
+
+def _partition_data(change: IsrChange) -> alter_req.PartitionData:
+    return alter_req.PartitionData(
+        partition_index=i32(change.partition),
+        leader_epoch=i32(change.leader_epoch),
+        new_isr_with_epochs=tuple(
+            alter_req.BrokerState(broker_id=BrokerId(b), broker_epoch=i64(-1)) for b in change.isr
+        ),
+        leader_recovery_state=i8(0),
+        partition_epoch=i32(change.partition_epoch),
+    )
 
 
 def _create_topics_request(topic: NewTopic) -> create_req.CreateTopicsRequest:

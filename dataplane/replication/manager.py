@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dataplane.cluster.image import Delta
@@ -82,7 +83,7 @@ class ReplicaManager:
         self._task = asyncio.get_running_loop().create_task(self._isr_loop())
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._isr_requests.values()) if t is not None]
+        tasks = [t for t in {self._task, *self._isr_requests.values()} if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -205,6 +206,7 @@ class ReplicaManager:
             if self.cluster.epoch < 0:
                 continue
             now = time.monotonic()
+            batch: list[tuple[TopicPartition, Partition, list[int]]] = []
             for key, part in list(self.partitions.items()):
                 if not part.is_leader or part.state is None or key in self._isr_requests:
                     continue
@@ -217,29 +219,51 @@ class ReplicaManager:
                     continue
                 isr = list(dict.fromkeys([b for b in part.state.isr if b not in shrink] + expand))
                 part.ask_isr(isr)
-                self._isr_requests[key] = asyncio.get_running_loop().create_task(
-                    self._alter_isr(key, part, isr)
-                )
+                batch.append((key, part, isr))
+            if batch:  # one AlterPartition for all of them, as Kafka's AlterPartitionManager
+                task = asyncio.get_running_loop().create_task(self._alter_isrs(batch))
+                for key, _, _ in batch:
+                    self._isr_requests[key] = task
 
     def _may_join_isr(self, broker_id: int) -> bool:
         known = self.image.brokers.get(broker_id)
         return known is not None and not known.fenced
 
-    async def _alter_isr(self, key: TopicPartition, part: Partition, isr: list[int]) -> None:
-        state = part.state
+    async def _alter_isrs(self, batch: list[tuple[TopicPartition, Partition, list[int]]]) -> None:
+        asked = [(key, part, part.state, isr) for key, part, isr in batch]
         try:
-            if state is None:
-                return
-            log.info("%s-%d: asking to change ISR %s -> %s", *key, list(state.isr), isr)
-            await self.cluster.alter_partition(state, isr)
+            for key, _, state, isr in asked:
+                if state is not None:
+                    log.info("%s-%d: asking to change ISR %s -> %s", *key, list(state.isr), isr)
+            sent = [(state, isr) for _, _, state, isr in asked if state is not None]
+            answers: Iterator[Exception | None]
+            try:
+                answers = iter(await self.cluster.alter_partitions(sent))
+            except (BrokerError, OSError, TimeoutError) as exc:
+                answers = iter([exc] * len(sent))
+            waits, refused = [], 0
+            for key, part, state, _ in asked:
+                if state is None:
+                    continue
+                refusal = next(answers)
+                if refusal is not None:
+                    log.info("%s-%d: ISR change failed: %s", *key, refusal)
+                    refused += 1
+                    if part.state is state:
+                        part.isr_request_failed()
+                elif part.state is state:
+                    waits.append(self._until_answer(part, state))
             # the outcome arrives through the metadata image; the maximal ISR holds until then
-            # (a refused change leaves the partition as it was)
-            if part.state is state and not await part.wait_state_change(ISR_ANSWER_WAIT):
-                part.isr_request_failed()
-        except (BrokerError, OSError, TimeoutError) as exc:
-            log.info("%s-%d: ISR change failed: %s", *key, exc)
-            if part.state is state:
-                part.isr_request_failed()
-            await asyncio.sleep(0.2)
+            await asyncio.gather(*waits)
+            if refused:
+                await asyncio.sleep(0.2)
         finally:
-            self._isr_requests.pop(key, None)
+            for key, _, _ in batch:
+                self._isr_requests.pop(key, None)
+
+    @staticmethod
+    async def _until_answer(part: Partition, state: object) -> None:
+        """Until the accepted change shows in the image; a refused one (the image moved on
+        without it) drops the maximal ISR."""
+        if part.state is state and not await part.wait_state_change(ISR_ANSWER_WAIT):
+            part.isr_request_failed()
