@@ -247,8 +247,10 @@ class Channel:
 
     async def request(self, request: Any, timeout: float) -> Any:
         """Send ``request`` and return the decoded response. ConnectFailed when no
-        connection could be opened; OSError / TimeoutError on other failures."""
-        writer = await self._connect()
+        connection could be opened within ``timeout`` (and ``connect_timeout``): a
+        connection attempt whose first SYN was lost would otherwise wait for the kernel's
+        retransmission, a second later; OSError / TimeoutError on other failures."""
+        writer = await self._connect(timeout)
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -270,15 +272,25 @@ class Channel:
         """Open the connection now (ConnectFailed if it cannot be opened)."""
         await self._connect()
 
-    async def _connect(self) -> asyncio.StreamWriter:
+    async def _connect(self, timeout: float | None = None) -> asyncio.StreamWriter:
         if self.closed:
             raise OSError(f"channel to {self.host}:{self.port} is closed")
+        limit = self.connect_timeout if timeout is None else min(self.connect_timeout, timeout)
+        if self._connecting.locked():  # another request is connecting: wait for it, bounded
+            try:
+                async with asyncio.timeout(limit):
+                    async with self._connecting:
+                        pass
+            except TimeoutError:
+                raise ConnectFailed(
+                    f"cannot connect to {self.host}:{self.port}: not connected in {limit:.2f} s"
+                ) from None
         async with self._connecting:
             if self._writer is not None and not self._writer.is_closing():
                 return self._writer
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), self.connect_timeout
+                    asyncio.open_connection(self.host, self.port), limit
                 )
             except OSError as exc:  # TimeoutError included
                 why = exc or type(exc).__name__

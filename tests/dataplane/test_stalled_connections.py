@@ -31,7 +31,7 @@ from dataplane.config import BrokerConfig
 from dataplane.raft.transport import TcpTransport
 from dataplane.raft.types import AppendRequest, Entry
 from tests.support.processes import free_port
-from wire.client import Channel
+from wire.client import Channel, ConnectFailed
 
 SINK = """
 import socket, sys, threading
@@ -235,6 +235,35 @@ async def test_an_inter_broker_connection_carries_the_bound() -> None:
         await channel.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_request_bounds_its_connection_attempt_by_its_own_timeout(
+    namespace: Namespace,
+) -> None:
+    """A request's timeout covers opening its connection. A restarted broker asks the
+    voters in turn for the controller, giving each guess one election timeout; one whose
+    SYN was lost (a healing partition, a lossy link) held the registration for the
+    kernel's retransmission, a second later (the soak's start-up lines: a first guess
+    answered after 1.0 s where 0.5 s was given), or for the channel's connect timeout.
+    A second request waiting for that same connection attempt is bounded alike."""
+    port = free_port()
+    sink = Sink(namespace, port)
+    namespace.blackhole(True)
+    channel = Channel(namespace.there, port, client_id="test", connect_timeout=600)
+    try:
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                channel.request(PROBE, timeout=0.3),
+                channel.request(PROBE, timeout=0.3),
+                return_exceptions=True,
+            ),
+            60,  # far beyond the requests' own bound: before, they waited for 600 s
+        )
+        assert all(isinstance(x, ConnectFailed) for x in outcomes), outcomes
+    finally:
+        namespace.blackhole(False)
+        await channel.close()
+        sink.stop()
 
 
 def test_the_bounds_have_config_keys() -> None:
