@@ -105,8 +105,12 @@ class TcpTransport:
         connect_timeout: float = 1.0,
         secret: bytes | None = None,
         unacked_timeout_ms: int | None = None,
+        backoff: tuple[float, float] = (0.02, 0.5),
     ) -> None:
         self.node_id = node_id
+        self.backoff = backoff
+        """Seconds between attempts to reconnect to a peer not heard from: the first wait,
+        doubled after each failure up to the second."""
         self.secret = secret
         self.unacked_timeout_ms = unacked_timeout_ms
         self.connections_lost = 0
@@ -207,6 +211,8 @@ class TcpTransport:
                     return
                 message = decode(await reader.readexactly(size))
                 if message.dst == self.node_id and self._deliver is not None:
+                    if (peer := self._peers.get(message.src)) is not None:
+                        peer.heard()
                     self._deliver(message)
         except (asyncio.IncompleteReadError, ConnectionError):
             return
@@ -243,6 +249,9 @@ class _Peer:
         self.address = address
         self.queue: deque[bytes] = deque()
         self.wakeup = asyncio.Event()
+        self.alive = asyncio.Event()
+        """Set when the peer was heard from: a reconnection waiting out its backoff tries
+        at once (a restarted peer may be back long before a backoff ends)."""
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def _bound_unacked(self, sock: socket.socket | None) -> None:
@@ -259,13 +268,16 @@ class _Peer:
         self.queue.append(frame)
         self.wakeup.set()
 
+    def heard(self) -> None:
+        self.alive.set()
+
     async def close(self) -> None:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
 
     async def _run(self) -> None:
-        backoff = 0.02
+        backoff = self.transport.backoff[0]
         while True:
             writer: asyncio.StreamWriter | None = None
             closed: asyncio.Future[bytes] | None = None
@@ -279,7 +291,7 @@ class _Peer:
                     if self.transport.secret is not None:
                         nonce = await reader.readexactly(NONCE_BYTES)
                         connected.write(proof(self.transport.secret, nonce))
-                backoff = 0.02
+                backoff = self.transport.backoff[0]
                 # the peer never writes on this connection: a read that returns is its close
                 # (a restarted peer's old connection; written to, it would swallow frames)
                 closed = asyncio.ensure_future(reader.read(1))
@@ -303,8 +315,11 @@ class _Peer:
                 self.transport.connections_lost += 1
                 self.transport.dropped += len(self.queue)
                 self.queue.clear()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 0.5)
+                self.alive.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(backoff):
+                        await self.alive.wait()
+                backoff = min(backoff * 2, self.transport.backoff[1])
             finally:
                 if closed is not None:
                     closed.cancel()

@@ -479,3 +479,35 @@ async def test_a_message_after_the_peer_restarted_reaches_its_new_process() -> N
     finally:
         await sender.close()
         await restarted.close()
+
+
+async def test_a_peer_heard_from_is_reconnected_at_once_not_after_the_backoff() -> None:
+    """A node whose connection attempts to a peer failed waits a growing backoff before the
+    next (0.5 s at most). When the peer's own messages arrive, it is back: the waiting
+    attempt is made at once, so the leader's next append reaches a restarted voter without
+    waiting out the backoff (the soak's restarted brokers replayed their registration up
+    to 1.9 s after the controller answered it). The backoff here is 10 minutes: only being
+    heard from can end it within the test."""
+    addresses: dict[int, Address] = {1: ("127.0.0.1", free_port()), 2: ("127.0.0.1", free_port())}
+    sender = TcpTransport(1, addresses, backoff=(600, 600))
+    received: list[Message] = []
+    peer = TcpTransport(2, addresses)
+    await sender.start(lambda message: None)
+    try:
+        sender.send(VoteRequest(1, 2, 1, 0, 0))  # refused: nobody listens yet
+        for _ in range(1000):
+            if sender.connections_lost:
+                break
+            await asyncio.sleep(0.01)
+        assert sender.connections_lost == 1
+        await peer.start(received.append)
+        sender.send(VoteRequest(1, 2, 2, 0, 0))  # queued behind the 10-minute backoff
+        peer.send(VoteRequest(2, 1, 2, 0, 0))  # the peer speaks: it is back
+        for _ in range(3000):
+            if received:
+                break
+            await asyncio.sleep(0.01)
+        assert received == [VoteRequest(1, 2, 2, 0, 0)]
+    finally:
+        await sender.close()
+        await peer.close()
