@@ -46,6 +46,7 @@ from wire.errors import (
     NotController,
     StaleBrokerEpoch,
     TopicAlreadyExists,
+    UnknownTopicOrPartition,
     exception_for,
 )
 from wire.internal import RemoteLogMetadataRequest
@@ -677,9 +678,13 @@ class ClusterMember:
             decided = await local.alter_partitions(self.node_id, changes)
             return [x if isinstance(x, BrokerError) else None for x in decided]
         by_topic: dict[str, list[IsrChange]] = {}
+        ids = {}
         for change in changes:
-            by_topic.setdefault(change.topic, []).append(change)
-        ids = {name: self.image.topics[name].topic_id for name in by_topic}
+            if (info := self.image.topics.get(change.topic)) is not None:  # else deleted
+                by_topic.setdefault(change.topic, []).append(change)
+                ids[change.topic] = info.topic_id
+        if not by_topic:
+            return [UnknownTopicOrPartition(f"{c.topic} was deleted") for c in changes]
         response = await self.send_to_controller(
             alter_req.AlterPartitionRequest(
                 broker_id=BrokerId(self.node_id),
@@ -703,7 +708,12 @@ class ClusterMember:
         }
         outcomes: list[BrokerError | None] = []
         for change in changes:
-            code = codes.get((ids[change.topic], change.partition), ErrorCode.unknown_server_error)
+            topic_id = ids.get(change.topic)
+            code = (
+                ErrorCode.unknown_topic_or_partition
+                if topic_id is None
+                else codes.get((topic_id, change.partition), ErrorCode.unknown_server_error)
+            )
             outcomes.append(
                 None
                 if code == ErrorCode.none
