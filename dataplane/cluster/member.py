@@ -358,7 +358,9 @@ class ClusterMember:
         leader = self.controller_id
         guess = leader < 0 or leader not in self.voter_listeners
         if guess:
-            ids = sorted(self.voter_listeners)
+            # not this broker: were it the controller, local_controller() would say so,
+            # and its own listener opens only once it is registered
+            ids = sorted(v for v in self.voter_listeners if v != self.node_id)
             if not ids:
                 raise NotController("no controller is known yet")
             leader = ids[attempt % len(ids)]

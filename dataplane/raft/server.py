@@ -288,6 +288,17 @@ class RaftServer:
             return seen
         if now[0] != seen[0]:
             self._leader_changed.set()
+        why = ""
+        if seen[2] is Role.LEADER and now[2] is Role.FOLLOWER and now[1] == seen[1]:
+            why = " (stepped down: no quorum heard within the election timeout)"
+        log.info(
+            "raft %d: %s at term %d, leader %s%s",
+            self.node_id,
+            self.role,
+            now[1],
+            "none" if now[0] is None else now[0],
+            why,
+        )
         if self.on_state_change is not None:
             try:
                 self.on_state_change()

@@ -118,3 +118,48 @@ def test_a_voter_asked_on_a_guess_that_never_answers_does_not_hold_the_request(
 
     asyncio.run(run())
     assert set(asked) == {2, 3}, asked
+
+
+def test_a_voter_guessing_the_controller_does_not_ask_itself(tmp_path: Path) -> None:
+    """A voter that knows no controller asks the other voters, never itself: were it the
+    controller it would decide locally, and its own Kafka listener opens only once it is
+    registered (the soak's start-up trails had every third guess refused by the broker
+    itself). The trail names whom it asked, each with "?" for a guess."""
+    asked: dict[int, int] = {}
+    trail: list[str] = []
+
+    async def run() -> None:
+        async def silent(voter: int) -> asyncio.Server:
+            async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                while await reader.read(65536):
+                    asked[voter] = asked.get(voter, 0) + 1
+                writer.close()
+
+            return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+        servers = {v: await silent(v) for v in (NODE, 2, 3)}
+        port = {v: s.sockets[0].getsockname()[1] for v, s in servers.items()}
+        own = f"127.0.0.1:{free_port()}"
+        settings = {
+            "node.id": str(NODE),
+            "controller.quorum.voters": (
+                f"{NODE}@{own},2@127.0.0.1:{free_port()},3@127.0.0.1:{free_port()}"
+            ),
+            "controller.quorum.voter.listeners": ",".join(f"{v}@127.0.0.1:{port[v]}" for v in port),
+            "controller.listener": own,
+        }
+        config = BrokerConfig.build(
+            data_dir=str(tmp_path), listen="127.0.0.1:0", overrides=settings
+        )
+        m = ClusterMember(config, MetadataImage(node_id=NODE, cluster_id="guess"), tmp_path)
+        with pytest.raises(NotController):
+            await m.send_to_controller(
+                m._heartbeat_request(shut_down=False), timeout=2, trail=trail
+            )
+        await m.channels.close()
+        for server in servers.values():
+            server.close()
+
+    asyncio.run(run())
+    assert set(asked) == {2, 3}, asked
+    assert {entry.split(":")[0] for entry in trail} == {"2?", "3?"}, trail
