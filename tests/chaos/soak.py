@@ -695,7 +695,7 @@ def inside(args: argparse.Namespace) -> int:
         print(anomaly)
     errors = figures["client_errors"]
     if errors:
-        print("client threads that died:", errors)
+        print("client errors (threads that died, delivery reports that failed):", errors)
     if args.record:
         record(REPO / "bench" / "RESULTS.md", f"### Soak {time.strftime('%Y-%m-%d')}, "
                f"seed {args.seed}, commit {commit()}\n\n{text}")  # fmt: skip

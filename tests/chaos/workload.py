@@ -15,6 +15,7 @@ import logging
 import random
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -147,6 +148,17 @@ class Clients:
 
     def delivered(self, producer: str, value: str) -> Callable[[KafkaError | None, Message], None]:
         def callback(err: KafkaError | None, msg: Message) -> None:
+            # an exception raised here is left pending inside librdkafka's poll loop, and
+            # the next callback's first Python call fails with a SystemError that names
+            # neither (a transactional lane died so once): it is recorded here instead
+            try:
+                record(err, msg)
+            except Exception as exc:
+                self.errors.append(f"{producer}: delivery report of {value}: {exc!r}")
+                print(f"{value}: delivery report failed:", flush=True)
+                traceback.print_exc()
+
+        def record(err: KafkaError | None, msg: Message) -> None:
             if err is None:
                 partition, offset = msg.partition(), msg.offset()
                 if offset is None or offset < 0:
