@@ -34,10 +34,9 @@ backtracking by conflicting term, pipelined replication with a probe state, and
 retransmission on heartbeats (messages may be lost, reordered or duplicated).
 
 Learners (non-voting members, like etcd's): the leader replicates to them as to any follower
-and they apply the committed log, but they never vote, never campaign and never count
-towards commit, election or check-quorum. The learner set is data (``set_learners``, at any
-time, on any node); the voter set is fixed. A node whose own id is not a voter never
-campaigns, whether or not it knows it is a learner yet.
+and they apply the committed log, but never vote, campaign or count towards commit, election
+or check-quorum. The learner set is data (``set_learners``, any time, on any node); the voter
+set is fixed. A node whose id is not a voter never campaigns, knowing it is a learner or not.
 """
 
 from __future__ import annotations
@@ -91,6 +90,8 @@ class RaftConfig:
     """Most payload bytes in one AppendEntries (at least one entry is always sent)."""
     pre_vote: bool = True
     check_quorum: bool = True
+    quick_first_election: bool = False
+    """First timeout in [1, E] ticks, not [E, 2E) (etcd's initial election tick advance)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_ticks < self.election_ticks:
@@ -205,6 +206,8 @@ class RaftNode:
         self._heartbeat_elapsed = 0
         self._randomized_timeout = 0
         self._reset_timer()
+        if self.config.quick_first_election:
+            self._randomized_timeout -= self.config.election_ticks - 1
 
     # --- log ----------------------------------------------------------------------------
 

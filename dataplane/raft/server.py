@@ -71,6 +71,11 @@ class ServerConfig:
     """Snapshot the state machine (and compact the log) after this many applied entries."""
     max_append_entries: int = 512
     max_append_bytes: int = 1 << 20
+    quick_first_election: bool = True
+    """A (re)started node's first election timeout is 1 to E ticks, not E to 2E: a restarted
+    voter of a cluster that compound faults left without a leader campaigns at once (the
+    soak's restarted brokers waited for a controller to be elected); pre-vote keeps it from
+    disturbing a live leader, whose voters are in their lease and refuse it."""
 
     def raft_config(self) -> RaftConfig:
         return RaftConfig(
@@ -78,6 +83,7 @@ class ServerConfig:
             heartbeat_ticks=self.heartbeat_ticks,
             max_append_entries=self.max_append_entries,
             max_append_bytes=self.max_append_bytes,
+            quick_first_election=self.quick_first_election,
         )
 
 

@@ -513,3 +513,31 @@ def test_set_learners_sends_the_snapshot_when_the_log_is_compacted() -> None:
     assert net.durable[4].snapshot.data == b"image"
     appends = [m for m in net.sent if isinstance(m, AppendRequest) and m.dst == 4]
     assert appends  # the probe, then the entries after the snapshot
+
+
+def test_a_restarted_voter_of_a_leaderless_cluster_campaigns_within_one_election_timeout() -> None:
+    """With ``quick_first_election`` (the brokers' setting) a node's first timeout is drawn
+    from 1..E ticks instead of E..2E: after compound faults left no leader, a restarted
+    voter campaigns at once instead of after up to two election timeouts. Without it, none
+    of 20 differently seeded nodes campaigns within E ticks; with it, every one does, and
+    pre-vote still keeps it from unseating a live leader."""
+    quick = RaftConfig(election_ticks=10, heartbeat_ticks=2, quick_first_election=True)
+
+    def campaigns_within(config: RaftConfig, seed: int, ticks: int) -> bool:
+        node = RaftNode(1, [1, 2, 3], rng=random.Random(seed), config=config)
+        for _ in range(ticks):
+            node.tick()
+            if node.role is not Role.FOLLOWER:
+                return True
+        return False
+
+    assert not any(campaigns_within(CONFIG, seed, CONFIG.election_ticks - 1) for seed in range(20))
+    assert all(campaigns_within(quick, seed, quick.election_ticks) for seed in range(20))
+
+    net = Net(3, quick)
+    net.elect(1)
+    net.crash(3)
+    net.restart(3)
+    net.tick(3, quick.election_ticks)  # it pre-votes; 2 is in its lease of 1 and refuses
+    assert net.leaders() == [1]
+    assert net.nodes[1].term == net.nodes[3].term

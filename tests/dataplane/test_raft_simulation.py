@@ -177,7 +177,12 @@ class Simulation:
         self.crash_in_ready = self.rng.choice([0.0, 0.002, 0.01])
         self.snapshot_every = self.rng.choice([5, 20, 50, 10**9])
         self.config = RaftConfig(
-            election_ticks=10, heartbeat_ticks=2, max_append_entries=self.rng.choice([1, 2, 64])
+            election_ticks=10,
+            heartbeat_ticks=2,
+            max_append_entries=self.rng.choice([1, 2, 64]),
+            # half the seeds start (and restart) nodes with the brokers' quick first election,
+            # drawn apart so that every other choice of a seed stays as it was
+            quick_first_election=random.Random(f"quick-{seed}-{size}-{learners}").random() < 0.5,
         )
         # the learner set: the current one, its version, and the version each node knows
         self.learners = frozenset(i for i in self.learner_pool if self.rng.random() < 0.7)
