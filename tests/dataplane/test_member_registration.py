@@ -79,6 +79,18 @@ def test_a_registration_replayed_unfenced_ends_the_wait(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+async def silent(voter: int, asked: dict[int, int]) -> asyncio.Server:
+    """A voter's Kafka listener that reads requests and answers none (a paused process:
+    the kernel accepts its connections); ``asked[voter]`` counts the reads."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(65536):
+            asked[voter] = asked.get(voter, 0) + 1
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
 def test_a_voter_asked_on_a_guess_that_never_answers_does_not_hold_the_request(
     tmp_path: Path,
 ) -> None:
@@ -89,15 +101,7 @@ def test_a_voter_asked_on_a_guess_that_never_answers_does_not_hold_the_request(
     asked: dict[int, int] = {}
 
     async def run() -> None:
-        async def silent(voter: int) -> asyncio.Server:
-            async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                while await reader.read(65536):
-                    asked[voter] = asked.get(voter, 0) + 1
-                writer.close()
-
-            return await asyncio.start_server(handle, "127.0.0.1", 0)
-
-        servers = {v: await silent(v) for v in (2, 3)}
+        servers = {v: await silent(v, asked) for v in (2, 3)}
         port = {v: s.sockets[0].getsockname()[1] for v, s in servers.items()}
         settings = {
             "node.id": str(NODE),
@@ -129,15 +133,7 @@ def test_a_voter_guessing_the_controller_does_not_ask_itself(tmp_path: Path) -> 
     trail: list[str] = []
 
     async def run() -> None:
-        async def silent(voter: int) -> asyncio.Server:
-            async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                while await reader.read(65536):
-                    asked[voter] = asked.get(voter, 0) + 1
-                writer.close()
-
-            return await asyncio.start_server(handle, "127.0.0.1", 0)
-
-        servers = {v: await silent(v) for v in (NODE, 2, 3)}
+        servers = {v: await silent(v, asked) for v in (NODE, 2, 3)}
         port = {v: s.sockets[0].getsockname()[1] for v, s in servers.items()}
         own = f"127.0.0.1:{free_port()}"
         settings = {
