@@ -11,8 +11,10 @@ Three systems, one after the other, each a 3-broker cluster on this machine with
 - Sluice, supervised by the control plane with ``broker.exit.fencing.enable=true`` (the
   default): a killed broker's process exit is seen through its pidfd and the controller
   fences it at once (FenceBroker);
-- Sluice, supervised, with ``broker.exit.fencing.enable=false``: the controller waits for
-  the broker's session (``broker.session.timeout.ms``, 1,500 ms), as Kafka's does;
+- Sluice, supervised, with ``broker.exit.fencing.enable=false`` and
+  ``broker.watchdog.timeout.ms=0``: the controller waits for the broker's session
+  (``broker.session.timeout.ms``, 1,500 ms), as Kafka's does, and a stopped broker lives
+  on (the exit fencing run's watchdog kills a broker whose event loop stopped for 1.5 s);
 - Apache Kafka 4.3.1, KRaft, ``broker.session.timeout.ms=1500`` and
   ``broker.heartbeat.interval.ms=250`` (``tests/support/kafka_cluster.py``); nothing
   supervises it, so the bench restarts a killed node itself.
@@ -81,6 +83,8 @@ class Supervised:
         home.mkdir(parents=True, exist_ok=True)
         (home / "controlplane.properties").write_text(
             f"broker.exit.fencing.enable={'true' if fencing else 'false'}\n"
+            # off: the session alone, as Kafka (the watchdog kills a stopped broker)
+            f"broker.watchdog.timeout.ms={1500 if fencing else 0}\n"
             "billing.schedule.interval.ms=0\nmetering.interval.ms=60000\n"
         )
         self.home = home
@@ -290,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         for fencing in (True,) if args.only_fencing else (True, False):
-            label = f"Sluice, exit fencing {'on' if fencing else 'off'}"
+            label = f"Sluice, exit fencing and watchdog {'on' if fencing else 'off'}"
             n = len(results)
             results.append(
                 run_system(

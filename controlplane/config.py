@@ -35,8 +35,10 @@ MANAGED_BROKER_KEYS = frozenset(
     }
 )
 """Broker settings the control plane sets itself for every broker."""
-ZERO_ALLOWED = frozenset({"billing.schedule.interval.ms", "billing.schedule.offset.ms"})
-"""Integer settings where 0 means something (no schedule; on the hour)."""
+ZERO_ALLOWED = frozenset(
+    {"billing.schedule.interval.ms", "billing.schedule.offset.ms", "broker.watchdog.timeout.ms"}
+)
+"""Integer settings where 0 means something (no schedule; on the hour; no watchdog)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,13 @@ class Settings:
     """When a broker's process exits unasked, have the controller fence it at once
     (FenceBroker) instead of after ``broker.session.timeout.ms``; false: wait for the
     session, as Kafka and MSK do (benchmarks compare the two)."""
+    broker_watchdog_timeout_ms: int = 1_500
+    """A running broker whose watchdog file (``watchdog`` in its data directory, touched
+    every ``watchdog.interval.ms`` by its event loop) has not changed for this long is
+    stopped or hung: it is fenced and killed, so that the requests clients have in flight
+    to it fail at once and they move to the new leaders, and then restarted. As long as
+    ``broker.session.timeout.ms`` (the controller fences it then anyway); 0: no watchdog
+    (only the ApiVersions probes below)."""
     broker_health_interval_ms: int = 5_000
     """How often a running broker is probed with ApiVersions."""
     broker_health_failures: int = 3

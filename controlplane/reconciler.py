@@ -62,6 +62,13 @@ class ClusterReconciler(Deletion, ScaleIn, Reboot):
         self.wake()
 
     async def run(self) -> None:
+        watchdog = asyncio.create_task(self.watchdog(), name=f"watchdog-{self.name}")
+        try:
+            await self._loop()
+        finally:
+            watchdog.cancel()
+
+    async def _loop(self) -> None:
         interval = self.settings.supervisor_interval_ms / 1000
         while True:
             self._wake.clear()

@@ -35,6 +35,7 @@ from controlplane.process import (
 from controlplane.reconcile_base import BrokerRuntime, ReconcilerBase, log
 from controlplane.states import BrokerState, ClusterState, OperationType
 from controlplane.store import BrokerRecord, ClusterRecord, choose_voters
+from dataplane.config import WATCHDOG_FILE
 
 RETENTION_CHECK = "log.retention.check.interval.ms"
 INCARNATION = "broker.incarnation.id"
@@ -417,13 +418,67 @@ class Supervision(ReconcilerBase):
                 continue
             rt.health_failures += 1
             if rt.health_failures >= self.settings.broker_health_failures and rt.proc:
-                log.warning(
-                    "cluster %s: broker %d does not answer; restarting it",
-                    self.name,
-                    rt.record.broker_id,
-                )
-                self._fence(rt, f"it did not answer {rt.health_failures} probes")
-                rt.proc.kill()  # the next step sees it gone and restarts it (HEALING)
+                self._kill_stuck(rt, f"it did not answer {rt.health_failures} probes")
+
+    def _kill_stuck(self, rt: BrokerRuntime, why: str) -> None:
+        """Fence and kill a broker whose process lives but makes no progress; the next step
+        sees it gone and restarts it (HEALING)."""
+        assert rt.proc is not None
+        log.warning(
+            "cluster %s: broker %d (pid %d) is stuck: %s; killing it to restart it",
+            self.name,
+            rt.record.broker_id,
+            rt.proc.pid,
+            why,
+        )
+        self._fence(rt, why)
+        rt.proc.kill()
+        self.wake()
+
+    async def watchdog(self) -> None:
+        """Kill the running brokers whose watchdog file stopped changing for
+        ``broker_watchdog_timeout_ms`` (``_kill_stuck``), checked every tenth of a second (a
+        stat per broker).
+        The file is read through ``/proc/PID/root``, so a broker in a mount namespace of its
+        own (``broker_exec_prefix``) is seen as it sees its data directory. A process is
+        watched once it has changed its file (a broker started with ``watchdog.interval.ms``
+        0 never is); a check that comes late (this loop was held up) starts over."""
+        timeout = self.settings.broker_watchdog_timeout_ms / 1000
+        if timeout <= 0:
+            return
+        every = min(max(timeout / 15, 0.01), 0.1)
+        seen: dict[int, tuple[int, float]] = {}  # pid -> (mtime, when it last changed)
+        armed: set[int] = set()
+        checked = time.monotonic()
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            late, checked = now - checked > timeout / 2, now
+            running = {
+                rt.proc.pid: rt
+                for rt in self.runtimes.values()
+                if rt.proc is not None and rt.state == BrokerState.RUNNING
+            }
+            for pid in set(seen) - set(running):
+                del seen[pid]
+                armed.discard(pid)
+            for pid, rt in running.items():
+                path = Path(f"/proc/{pid}/root") / rt.record.data_dir.lstrip("/") / WATCHDOG_FILE
+                try:
+                    mtime = path.stat().st_mtime_ns
+                except OSError:
+                    mtime = -1
+                before = seen.get(pid)
+                if before is None or before[0] != mtime or late:
+                    if before is not None and before[0] != mtime:
+                        armed.add(pid)
+                    seen[pid] = (mtime, now)
+                elif pid in armed and now - before[1] >= timeout:
+                    armed.discard(pid)
+                    del seen[pid]
+                    self._kill_stuck(
+                        rt, f"its watchdog file did not change for {now - before[1]:.2f} s"
+                    )
 
     # ------------------------------------------------------------------ exits
 

@@ -140,6 +140,7 @@ class Broker:
         else:
             self.start_phases.append(("registration", time.monotonic()))
         self.replicas.activate()
+        self.start_phases.append(("replica roles", time.monotonic()))
         await self.groups.start()
         self.transactions.start()
         if self.remote is not None:
@@ -152,6 +153,7 @@ class Broker:
             every = self.config.get_seconds("clock.offset.poll.ms")
             path = Path(self.config.data_dir) / offset_file  # an absolute one stays as is
             self._tasks.append(loop.create_task(clock.follow_offset_file(path, every)))
+        self.start_phases.append(("coordinators", time.monotonic()))
 
     async def stop(self) -> None:
         await self.transforms.stop()

@@ -23,7 +23,7 @@ from typing import NoReturn
 import uvloop
 
 from dataplane.broker import Broker
-from dataplane.config import BrokerConfig, read_properties
+from dataplane.config import WATCHDOG_FILE, BrokerConfig, read_properties
 from dataplane.security.bootstrap import bootstrap_users, read_users
 from dataplane.server import KafkaServer
 from wire.errors import InvalidConfig
@@ -100,6 +100,7 @@ async def serve(
         exit_now(1)
     await server.start()
     bootstrap = asyncio.ensure_future(bootstrap_users(broker.cluster, users)) if users else None
+    alive = watchdog(config)
     log.info(
         "broker %d listening on %s:%d (data in %s)",
         broker.node_id,
@@ -122,6 +123,8 @@ async def serve(
     log.info("stopping")
     if bootstrap is not None:
         bootstrap.cancel()
+    if alive is not None:
+        alive.cancel()
     # Kafka's order: the controlled shutdown while the listener still answers (leaderships
     # move at once, and a request for a partition that moved is answered
     # NOT_LEADER_OR_FOLLOWER naming its new leader), then the listener closes. Closed first,
@@ -130,6 +133,30 @@ async def serve(
     await server.stop()
     await broker.stop()
     log.info("stopped cleanly")
+
+
+def watchdog(config: BrokerConfig) -> asyncio.Task[None] | None:
+    """Touch ``WATCHDOG_FILE`` every ``watchdog.interval.ms`` from the event loop, as a
+    systemd service pings its watchdog: a supervisor that sees the file stop changing knows
+    this process makes no progress (stopped, or its loop hung) though it lives."""
+    every = config.get_seconds("watchdog.interval.ms")
+    if every <= 0:
+        return None
+    path = Path(config.data_dir) / WATCHDOG_FILE
+
+    async def touch() -> None:
+        failing = False
+        while True:
+            try:
+                path.touch()  # utime, or a create when it is gone
+                failing = False
+            except OSError as exc:  # never fatal: the supervisor sees a stale file
+                if not failing:
+                    log.warning("cannot touch %s (retried every %.2f s): %s", path, every, exc)
+                failing = True
+            await asyncio.sleep(every)
+
+    return asyncio.get_running_loop().create_task(touch())
 
 
 def start_timeline(entered: float | None, built: float, phases: list[tuple[str, float]]) -> str:
@@ -141,7 +168,7 @@ def start_timeline(entered: float | None, built: float, phases: list[tuple[str, 
         ("set-up", built),
         *phases,
     ]
-    steps.append(("coordinators and listener", time.monotonic()))
+    steps.append(("listener", time.monotonic()))
     begin = process_started()
     total = "" if begin is None else f"{time.monotonic() - begin:.2f} s after exec: "
     parts = []

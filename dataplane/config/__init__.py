@@ -23,11 +23,16 @@ from dataplane.config.group_table import GROUP_CONFIGS, GroupConfigDef
 from dataplane.config.topic_table import TOPIC_CONFIGS
 from wire.errors import InvalidConfig
 
+WATCHDOG_FILE = "watchdog"
+"""In a broker's data directory: touched every ``watchdog.interval.ms`` while it serves; its
+supervisor reads it (``controlplane/supervision.py``)."""
+
 __all__ = [
     "BROKER_CONFIGS",
     "COMPRESSION_TYPES",
     "GROUP_CONFIGS",
     "TOPIC_CONFIGS",
+    "WATCHDOG_FILE",
     "BrokerConfig",
     "ConfigDef",
     "ConfigType",

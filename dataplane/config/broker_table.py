@@ -650,6 +650,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             maximum=60_000,
         ),
         ConfigDef(
+            "watchdog.interval.ms",
+            I,
+            250,
+            "How often a serving broker touches the file `watchdog` in its data directory, "
+            "from its event loop. The control plane kills a broker whose file stops "
+            "changing for its broker_watchdog_timeout_ms (a stopped or hung process), so "
+            "that the requests clients have in flight to it fail at once and they move to "
+            "the new leaders; a supervisor restarts it. 0: never touched (no watchdog).",
+            minimum=0,
+            maximum=60_000,
+        ),
+        ConfigDef(
             "clock.offset.file",
             S,
             "",

@@ -139,6 +139,9 @@ class Soak:
             f"broker.hosts={hosts}\nbroker.exec.prefix={prefix}\n"
             # no Spark job competing with the brokers for the two cores
             "billing.schedule.interval.ms=0\n"
+            # a paused broker resumes at the heal, as Jepsen's pauses: the watchdog would
+            # kill it after 1.5 s (tests/controlplane/test_exit_fencing.py tests that)
+            "broker.watchdog.timeout.ms=0\n"
         )
 
     def start_control_plane(self) -> None:
@@ -575,7 +578,7 @@ PHASE = re.compile(r"([a-z][a-z -]*?) ([\d.]+) s")
 def broker_starts(logs: Path) -> str:
     """The brokers' start-up times from their "started" log lines: count, median and p90
     of exec to serving, and of each phase of it (interpreter and imports, set-up, metadata
-    and partition logs, registration, coordinators and listener)."""
+    and partition logs, registration, replica roles, coordinators, listener)."""
     totals: list[float] = []
     phases: dict[str, list[float]] = {}
     for path in sorted(logs.glob("*/broker-*.log")):
