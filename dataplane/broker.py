@@ -128,10 +128,22 @@ class Broker:
         self.logs.remove_leftover_deletions()
         self.replicas.start()
         await self.cluster.start()
-        self.start_phases.append(("metadata and partition logs", time.monotonic()))
+        self.start_phases.append(("metadata", time.monotonic()))
         if self.remote is not None and self.cluster.controller is not None:
             self.cluster.controller.remote_cleanup = self.remote.delete_topic_objects
-        await self.cluster.wait_registered(STARTUP_TIMEOUT_S)
+        # the logs of the replicas the local metadata gives this broker are recovered
+        # while it registers, in threads (Kafka's LogManager loads them all at start-up)
+        hosted = [
+            key
+            for key, state in self.replicas.image.partitions.items()
+            if self.node_id in state.replicas
+        ]
+        loading = asyncio.ensure_future(self.logs.load(hosted))
+        try:
+            await self.cluster.wait_registered(STARTUP_TIMEOUT_S)
+        except BaseException:
+            loading.cancel()
+            raise
         # registration in two: until the controller answered (finding it included), until
         # this broker's image held the registration
         marks = self.cluster.registration_marks
@@ -139,6 +151,8 @@ class Broker:
             self.start_phases += marks.items()  # answered, then replayed
         else:
             self.start_phases.append(("registration", time.monotonic()))
+        await loading
+        self.start_phases.append(("partition logs", time.monotonic()))
         self.replicas.activate()
         self.start_phases.append(("replica roles", time.monotonic()))
         await self.groups.start()

@@ -650,6 +650,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             maximum=60_000,
         ),
         ConfigDef(
+            "num.recovery.threads.per.data.dir",
+            I,
+            2,
+            "Threads that open (and, after an unclean stop, recover) the partition logs at "
+            "start-up, while the broker registers (Kafka's key).",
+            minimum=1,
+            maximum=64,
+            read_only=True,
+        ),
+        ConfigDef(
             "watchdog.interval.ms",
             I,
             250,

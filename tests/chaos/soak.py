@@ -577,8 +577,8 @@ PHASE = re.compile(r"([a-z][a-z -]*?) ([\d.]+) s")
 
 def broker_starts(logs: Path) -> str:
     """The brokers' start-up times from their "started" log lines: count, median and p90
-    of exec to serving, and of each phase of it (interpreter and imports, set-up, metadata
-    and partition logs, registration, replica roles, coordinators, listener)."""
+    of exec to serving, and of each phase of it (interpreter and imports, set-up,
+    metadata, registration, partition logs, replica roles, coordinators, listener)."""
     totals: list[float] = []
     phases: dict[str, list[float]] = {}
     for path in sorted(logs.glob("*/broker-*.log")):
