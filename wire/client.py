@@ -33,6 +33,7 @@ import io
 import socket
 import ssl
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kio.index import load_response_schema
@@ -240,6 +241,9 @@ class Channel:
         self._correlation = 0
         self._connecting = asyncio.Lock()
         self.closed = False
+        self.on_peer_close: Callable[[], None] | None = None
+        """Called when the broker closes or resets the connection (not when this side
+        drops it: a timeout, ``close``), as its process does when it dies."""
 
     @property
     def address(self) -> tuple[str, int]:
@@ -358,6 +362,7 @@ class Channel:
                     future.set_result(response)
         except (OSError, asyncio.IncompleteReadError) as exc:
             error = exc if isinstance(exc, OSError) else error
+            self._closed_by_peer(exc, writer)
         except asyncio.CancelledError:
             pass
         finally:
@@ -367,6 +372,13 @@ class Channel:
             for future, _ in self._pending.values():
                 if not future.done():
                     future.set_exception(OSError(str(error)))
+
+    def _closed_by_peer(self, exc: BaseException, writer: asyncio.StreamWriter) -> None:
+        """``on_peer_close`` when the broker's side ended the connection (EOF or reset)
+        and this side had not dropped it (a timeout, ``close``)."""
+        by_peer = isinstance(exc, (asyncio.IncompleteReadError, ConnectionResetError))
+        if by_peer and self._writer is writer and not self.closed and self.on_peer_close:
+            self.on_peer_close()
 
     async def close(self) -> None:
         self.closed = True

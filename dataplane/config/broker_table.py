@@ -650,6 +650,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             maximum=60_000,
         ),
         ConfigDef(
+            "metadata.leader.loss.wait.ms",
+            I,
+            250,
+            "When a partition leader closes this broker's fetch connection (its process "
+            "died, or closed it) and is not fenced yet, how long after that a Metadata "
+            "request naming it as a leader may wait for its fence, so that a client asking "
+            "the instant its own connection reset learns the new leader, not the dead one "
+            "(a supervised broker's fence lands within ~30 ms of its exit). 0: answer at once.",
+            minimum=0,
+            maximum=60_000,
+        ),
+        ConfigDef(
             "num.recovery.threads.per.data.dir",
             I,
             2,

@@ -13,6 +13,7 @@ authorized-operations fields are the caller's, when asked for.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import uuid
 from typing import Any, TypeAlias
@@ -39,6 +40,46 @@ def handle(ctx: RequestContext, request: VersionedRequest) -> Any:
     requested = request.topics
     if ctx.api_version == 0 and not requested:
         requested = None  # v0: an empty list means all topics
+    lost = ctx.broker.replicas.lost_leaders()
+    if lost:
+        waiting = _named_leaders(ctx, requested) & set(lost)
+        if waiting:
+            return _after_fences(ctx, request, requested, waiting, max(lost[i] for i in waiting))
+    return _respond(ctx, request, requested)
+
+
+def _named_leaders(ctx: RequestContext, requested: Any) -> set[int]:
+    """The leaders of the partitions an answer to ``requested`` would list."""
+    image = ctx.broker.metadata
+    if requested is None:
+        return {state.leader for state in image.partitions.values()}
+    names = set()
+    for wanted in requested:
+        name = getattr(wanted, "name", None)
+        topic_id = getattr(wanted, "topic_id", None)
+        if name is None and topic_id is not None:
+            info = image.topics_by_id.get(topic_id)
+            name = None if info is None else info.name
+        if name is not None:
+            names.add(name)
+    return {state.leader for (topic, _), state in image.partitions.items() if topic in names}
+
+
+async def _after_fences(
+    ctx: RequestContext, request: Any, requested: Any, waiting: set[int], until: float
+) -> Any:
+    """A leader named in the answer closed this broker's fetch connection a moment ago
+    (``metadata.leader.loss.wait.ms``) and is not fenced yet: if its process died, its
+    supervisor's FenceBroker moves its leaderships within ~30 ms. A client asks for
+    metadata the instant its own connection to the dead leader resets; answered at once
+    it would learn the dead leader again and (librdkafka) not ask again for a second.
+    Waiting for the fence, bounded, answers with the new leaders."""
+    await ctx.broker.replicas.wait_for_fences(waiting, until)
+    answer = _respond(ctx, request, requested)
+    return await answer if asyncio.iscoroutine(answer) else answer
+
+
+def _respond(ctx: RequestContext, request: Any, requested: Any) -> Any:
     missing: list[str] = []
     if requested is not None and getattr(request, "allow_auto_topic_creation", True):
         topics = ctx.broker.metadata.topics

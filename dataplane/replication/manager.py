@@ -61,6 +61,60 @@ class ReplicaManager:
         """Partitions whose replica role could not be taken; retried every
         ROLE_RETRY_INTERVAL until it is (or the metadata no longer asks for it)."""
         self.active = False
+        self._lost: dict[int, float] = {}
+        """Leaders whose fetch connection the peer closed, and when (monotonic)."""
+        self._fence_waiters: set[asyncio.Future[None]] = set()
+        """Resolved at every metadata change (``wait_for_fences``)."""
+
+    # ------------------------------------------------------------------ lost leaders
+
+    def _leader_lost(self, leader_id: int) -> None:
+        """The fetch connection to ``leader_id`` was closed by its side: its process may
+        have died. Until its fence (or ``metadata.leader.loss.wait.ms``) a Metadata answer
+        naming it waits (``lost_leaders``)."""
+        wait_ms = self.config.get_int("metadata.leader.loss.wait.ms")
+        broker = self.image.brokers.get(leader_id)
+        if wait_ms <= 0 or broker is None or broker.fenced:
+            return
+        self._lost[leader_id] = time.monotonic()
+        log.info(
+            "broker %d closed its fetch connection (exited?): Metadata answers naming it "
+            "leader wait up to %d ms for its fence",
+            leader_id,
+            wait_ms,
+        )
+
+    def lost_leaders(self) -> dict[int, float]:
+        """Leaders lost within ``metadata.leader.loss.wait.ms`` and not fenced since:
+        broker id -> the monotonic time until which an answer naming it may wait."""
+        wait = self.config.get_int("metadata.leader.loss.wait.ms") / 1000
+        now = time.monotonic()
+        found = {}
+        for broker_id, at in list(self._lost.items()):
+            broker = self.image.brokers.get(broker_id)
+            if now - at >= wait or broker is None or broker.fenced:
+                del self._lost[broker_id]
+            else:
+                found[broker_id] = at + wait
+        return found
+
+    async def wait_for_fences(self, leaders: set[int], until: float) -> None:
+        """Wait until none of ``leaders`` is a live (unfenced) broker of the image, or
+        ``until`` (monotonic)."""
+        while True:
+            brokers = self.image.brokers
+            if not any((b := brokers.get(i)) is not None and not b.fenced for i in leaders):
+                return
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            changed = asyncio.get_running_loop().create_future()
+            self._fence_waiters.add(changed)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed, left)
+            finally:
+                self._fence_waiters.discard(changed)
 
     # ------------------------------------------------------------------ lookups
 
@@ -105,6 +159,9 @@ class ReplicaManager:
         self.on_metadata(Delta(restored=True))
 
     def on_metadata(self, delta: Delta) -> None:
+        for waiter in self._fence_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         if not self.active:
             return
         image = self.image
@@ -168,6 +225,7 @@ class ReplicaManager:
             if fetcher is not None:
                 self._retire(state.leader)
             channel = self.channels.get(f"fetch-{state.leader}", *address)
+            channel.on_peer_close = lambda leader=state.leader: self._leader_lost(leader)
             fetcher = self.fetchers[state.leader] = ReplicaFetcher(self, state.leader, channel)
         for other_id, other in self.fetchers.items():
             if other_id != state.leader:

@@ -136,3 +136,42 @@ def test_fence_broker_of_the_dead_controller_elects_a_new_one_at_once(
         30,
         "the dead controller out of the ISR",
     )
+
+
+def test_metadata_asked_between_a_death_and_its_fence_names_the_new_leader(
+    tmp_path: Path,
+) -> None:
+    """A client asks for metadata the instant its connection to a dead leader resets,
+    before the supervisor's fence lands (librdkafka: ~12 ms after a kill, the fence at
+    17-30 ms); answered at once, it learned the dead leader and did not ask again for a
+    second. A follower whose fetch connection the leader closed holds such an answer until
+    the fence (up to ``metadata.leader.loss.wait.ms``, long here so that the test's own
+    FenceBroker, sent after the request, is what ends the wait)."""
+    settings = {"broker.session.timeout.ms": "60000", "metadata.leader.loss.wait.ms": "30000"}
+    cluster = SluiceCluster(tmp_path, brokers=3, settings=settings)
+    for i in range(3):
+        cluster.broker(i).settings["broker.incarnation.id"] = str(uuid.uuid4())
+    with cluster:
+        asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
+        start = wait_for(
+            lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
+            60,
+            "partition 0 with a full ISR",
+        )
+        leader = start.leader
+        asked, via = (i for i in range(3) if i != leader)
+        dead = cluster.broker(leader).settings["broker.incarnation.id"]
+        cluster.kill(leader)
+        said = f"broker {leader} closed its fetch connection"
+        wait_for(lambda: said in cluster.logs(asked, 400), 30, f"broker {asked}: {said}")
+
+        async def ask_then_fence() -> PartitionInfo:
+            answer = asyncio.ensure_future(admin(cluster, asked).metadata([TOPIC]))
+            await asyncio.sleep(0.3)  # the request is in (an ordering, not a measurement)
+            assert await admin(cluster, via).fence_broker(leader, dead, "test: it exited")
+            (meta,) = await answer
+            return meta.partitions[0]
+
+        seen = asyncio.run(ask_then_fence())
+        assert seen.leader not in (leader, -1)  # not the dead leader: the fence's outcome
+        assert leader not in seen.isr

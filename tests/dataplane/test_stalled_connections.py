@@ -270,3 +270,38 @@ def test_the_bounds_have_config_keys() -> None:
     config = BrokerConfig.build(data_dir=str(Path("/nonexistent")), listen="127.0.0.1:0")
     assert config.get_int("controller.quorum.request.timeout.ms") == 2000
     assert config.get_int("inter.broker.unacked.timeout.ms") == 3000
+
+
+async def test_a_channel_tells_when_the_broker_ends_its_connection() -> None:
+    """``on_peer_close`` runs when the broker's side closes the connection (a dead
+    process's kernel does), not when this side drops it after a timeout."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        while await reader.read(65536):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    channel = Channel("127.0.0.1", port, client_id="test")
+    closes: list[int] = []
+    channel.on_peer_close = lambda: closes.append(1)
+    try:
+        with pytest.raises(TimeoutError):
+            await channel.request(PROBE, timeout=0.2)  # this side drops the connection
+        await asyncio.sleep(0.1)
+        assert closes == []
+        pending = asyncio.ensure_future(channel.request(PROBE, timeout=30))
+        await wait_until(lambda: len(accepted) == 2, 10, "the second connection")
+        accepted[1].close()  # the broker's side ends it
+        with pytest.raises(OSError):
+            await pending
+        assert closes == [1]
+    finally:
+        await channel.close()
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
