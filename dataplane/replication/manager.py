@@ -35,6 +35,8 @@ TopicPartition = tuple[str, int]
 ISR_CHECK_INTERVAL = 0.1
 ISR_ANSWER_WAIT = 2.0
 """Seconds an ISR change waits to show in the metadata image before it counts as refused."""
+SLOW_ROLE = 0.05
+"""Taking a replica role that blocks the event loop this long (s) is logged."""
 ROLE_RETRY_INTERVAL = 1.0
 """Seconds between attempts to take a replica role that failed (a full disk): without them a
 follower that could not open its log would wait for the partition's next metadata change."""
@@ -182,6 +184,7 @@ class ReplicaManager:
         """Reconcile ``key``; a failure is logged (at error level the first time) and the
         partition retried every ROLE_RETRY_INTERVAL by the ISR loop."""
         retry = key in self._failed_roles
+        began = time.monotonic()
         try:
             self._reconcile(key)
         except (BrokerError, OSError) as exc:
@@ -199,6 +202,9 @@ class ReplicaManager:
         self._failed_roles.discard(key)
         if retry:
             log.info("%s-%d: replica role taken on a retry", *key)
+        took = time.monotonic() - began
+        if took >= SLOW_ROLE:  # the event loop waited: a restarting broker's start did too
+            log.info("%s-%d: taking the replica role took %.0f ms", *key, took * 1000)
 
     def _reconcile(self, key: TopicPartition) -> None:
         image = self.image
