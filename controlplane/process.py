@@ -295,6 +295,18 @@ class BrokerProcess:
                 self.popen.wait(5)
 
 
+def main_thread_state(pid: int) -> tuple[str, int]:
+    """Process ``pid``'s main thread: its state letter (R running, S sleeping, D waiting on
+    the disk, T stopped, ...) and CPU time so far (user + system, clock ticks); ("", -1)
+    when it cannot be read (gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return fields[0], int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return "", -1
+
+
 def cmdline_setting(pid: int, key: str) -> str:
     """The value of ``--set KEY=VALUE`` in process ``pid``'s command line ("" if absent)."""
     args = read_cmdline(pid) or []

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from controlplane import cluster_security, endpoints, kafka, store
@@ -29,6 +30,7 @@ from controlplane.process import (
     exec_prefix,
     free_port,
     log_tail,
+    main_thread_state,
     port_free,
     runs_broker,
 )
@@ -41,6 +43,22 @@ RETENTION_CHECK = "log.retention.check.interval.ms"
 INCARNATION = "broker.incarnation.id"
 FENCE_TIMEOUT_S = 2.0
 """Longest wait for a FenceBroker's answer (the session timeout is the bound anyway)."""
+
+
+@dataclass
+class _Watch:
+    """A running broker's watchdog file as last seen (``Supervision.watchdog``)."""
+
+    mtime: int
+    since: float
+    """When the file was seen to change (monotonic)."""
+    cpu: int
+    """The main thread's CPU time when last seen (clock ticks)."""
+    quiet: float
+    """Since when the main thread used no CPU and was never seen running or waiting on
+    the disk (monotonic)."""
+    armed: bool
+    """The process has changed its file at least once."""
 
 
 class Supervision(ReconcilerBase):
@@ -436,9 +454,15 @@ class Supervision(ReconcilerBase):
         self.wake()
 
     async def watchdog(self) -> None:
-        """Kill the running brokers whose watchdog file stopped changing for
-        ``broker_watchdog_timeout_ms`` (``_kill_stuck``), checked every tenth of a second (a
-        stat per broker).
+        """Kill the running brokers that live but make no progress (``_kill_stuck``):
+        their watchdog file has not changed for ``broker_watchdog_timeout_ms``, and for the
+        last half of that their main thread used no CPU and was never seen running or
+        waiting on the disk (a stopped process, or an event loop blocked on a lock or a
+        socket). A broker starved of CPU on a busy machine runs now and then; one waiting
+        on its disk is in D state: neither is killed (the slower ApiVersions probes
+        remain). Checked every tenth of a
+        second: a stat and a read of the main thread's ``/proc`` stat per broker.
+
         The file is read through ``/proc/PID/root``, so a broker in a mount namespace of its
         own (``broker_exec_prefix``) is seen as it sees its data directory. A process is
         watched once it has changed its file (a broker started with ``watchdog.interval.ms``
@@ -447,8 +471,7 @@ class Supervision(ReconcilerBase):
         if timeout <= 0:
             return
         every = min(max(timeout / 15, 0.01), 0.1)
-        seen: dict[int, tuple[int, float]] = {}  # pid -> (mtime, when it last changed)
-        armed: set[int] = set()
+        watches: dict[int, _Watch] = {}
         checked = time.monotonic()
         while True:
             await asyncio.sleep(every)
@@ -459,25 +482,29 @@ class Supervision(ReconcilerBase):
                 for rt in self.runtimes.values()
                 if rt.proc is not None and rt.state == BrokerState.RUNNING
             }
-            for pid in set(seen) - set(running):
-                del seen[pid]
-                armed.discard(pid)
+            for pid in set(watches) - set(running):
+                del watches[pid]
             for pid, rt in running.items():
                 path = Path(f"/proc/{pid}/root") / rt.record.data_dir.lstrip("/") / WATCHDOG_FILE
                 try:
                     mtime = path.stat().st_mtime_ns
                 except OSError:
                     mtime = -1
-                before = seen.get(pid)
-                if before is None or before[0] != mtime or late:
-                    if before is not None and before[0] != mtime:
-                        armed.add(pid)
-                    seen[pid] = (mtime, now)
-                elif pid in armed and now - before[1] >= timeout:
-                    armed.discard(pid)
-                    del seen[pid]
+                state, cpu = main_thread_state(pid)
+                watch = watches.get(pid)
+                if watch is None or watch.mtime != mtime or late:
+                    armed = watch is not None and (watch.armed or watch.mtime != mtime)
+                    watches[pid] = _Watch(mtime, now, cpu, now, armed)
+                    continue
+                if state in ("R", "D") or cpu != watch.cpu:
+                    watch.cpu, watch.quiet = cpu, now
+                stale, quiet = now - watch.since, now - watch.quiet
+                if watch.armed and stale >= timeout and quiet >= timeout / 2:
+                    del watches[pid]
                     self._kill_stuck(
-                        rt, f"its watchdog file did not change for {now - before[1]:.2f} s"
+                        rt,
+                        f"its watchdog file did not change for {stale:.2f} s, its main "
+                        f"thread used no CPU for {quiet:.2f} s (state {state})",
                     )
 
     # ------------------------------------------------------------------ exits
