@@ -80,9 +80,9 @@ class Settings:
     session, as Kafka and MSK do (benchmarks compare the two)."""
     broker_watchdog_timeout_ms: int = 1_500
     """A running broker whose watchdog file (``watchdog`` in its data directory, touched
-    every ``watchdog.interval.ms`` by its event loop) has not changed for this long, and
-    whose main thread used no CPU and was neither runnable nor in disk wait for the last
-    half of it, is stopped or hung: it is fenced and killed, so that the requests clients
+    every ``watchdog.interval.ms`` by its event loop) has not changed for this long, none
+    of whose threads used CPU for the last half of it (its main thread neither runnable
+    nor in disk wait), is stopped or hung: it is fenced and killed, so that the requests clients
     have in flight to it fail at once and they move to the new leaders, and then
     restarted. As long as ``broker.session.timeout.ms`` (the controller fences it then
     anyway); 0: no watchdog (only the ApiVersions probes below)."""

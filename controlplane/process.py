@@ -295,12 +295,12 @@ class BrokerProcess:
                 self.popen.wait(5)
 
 
-def main_thread_state(pid: int) -> tuple[str, int]:
-    """Process ``pid``'s main thread: its state letter (R running, S sleeping, D waiting on
-    the disk, T stopped, ...) and CPU time so far (user + system, clock ticks); ("", -1)
-    when it cannot be read (gone)."""
+def process_state(pid: int) -> tuple[str, int]:
+    """Process ``pid``: its main thread's state letter (R running, S sleeping, D waiting on
+    the disk, T stopped, ...) and the CPU time all its threads used so far (user +
+    system, clock ticks); ("", -1) when it cannot be read (gone)."""
     try:
-        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
         fields = stat[stat.rindex(")") + 2 :].split()
         return fields[0], int(fields[11]) + int(fields[12])
     except (OSError, ValueError, IndexError):

@@ -30,8 +30,8 @@ from controlplane.process import (
     exec_prefix,
     free_port,
     log_tail,
-    main_thread_state,
     port_free,
+    process_state,
     runs_broker,
 )
 from controlplane.reconcile_base import BrokerRuntime, ReconcilerBase, log
@@ -53,10 +53,10 @@ class _Watch:
     since: float
     """When the file was seen to change (monotonic)."""
     cpu: int
-    """The main thread's CPU time when last seen (clock ticks)."""
+    """The CPU time of all its threads when last seen (clock ticks)."""
     quiet: float
-    """Since when the main thread used no CPU and was never seen running or waiting on
-    the disk (monotonic)."""
+    """Since when no thread used CPU and the main thread was never seen running or
+    waiting on the disk (monotonic)."""
     armed: bool
     """The process has changed its file at least once."""
 
@@ -456,12 +456,13 @@ class Supervision(ReconcilerBase):
     async def watchdog(self) -> None:
         """Kill the running brokers that live but make no progress (``_kill_stuck``):
         their watchdog file has not changed for ``broker_watchdog_timeout_ms``, and for the
-        last half of that their main thread used no CPU and was never seen running or
-        waiting on the disk (a stopped process, or an event loop blocked on a lock or a
-        socket). A broker starved of CPU on a busy machine runs now and then; one waiting
-        on its disk is in D state: neither is killed (the slower ApiVersions probes
-        remain). Checked every tenth of a
-        second: a stat and a read of the main thread's ``/proc`` stat per broker.
+        last half of that none of its threads used CPU and its main thread was never seen
+        running or waiting on the disk (a stopped process, or one blocked on a lock or a
+        socket). A broker starved of CPU on a busy machine runs now and then; one whose
+        loop waits for the interpreter lock while another of its threads works (compiling
+        a Wasm module) uses CPU; one waiting on its disk is in D state: none is killed (the
+        slower ApiVersions probes remain). Checked every tenth of a second: a stat and a
+        read of ``/proc/PID/stat`` per broker.
 
         The file is read through ``/proc/PID/root``, so a broker in a mount namespace of its
         own (``broker_exec_prefix``) is seen as it sees its data directory. A process is
@@ -490,7 +491,7 @@ class Supervision(ReconcilerBase):
                     mtime = path.stat().st_mtime_ns
                 except OSError:
                     mtime = -1
-                state, cpu = main_thread_state(pid)
+                state, cpu = process_state(pid)
                 watch = watches.get(pid)
                 if watch is None or watch.mtime != mtime or late:
                     armed = watch is not None and (watch.armed or watch.mtime != mtime)
@@ -503,8 +504,8 @@ class Supervision(ReconcilerBase):
                     del watches[pid]
                     self._kill_stuck(
                         rt,
-                        f"its watchdog file did not change for {stale:.2f} s, its main "
-                        f"thread used no CPU for {quiet:.2f} s (state {state})",
+                        f"its watchdog file did not change for {stale:.2f} s, its threads "
+                        f"used no CPU for {quiet:.2f} s (state {state})",
                     )
 
     # ------------------------------------------------------------------ exits
