@@ -81,8 +81,8 @@ class Settings:
     broker_watchdog_timeout_ms: int = 1_500
     """A running broker whose watchdog file (``watchdog`` in its data directory, touched
     every ``watchdog.interval.ms`` by its event loop) has not changed for this long, none
-    of whose threads used CPU for the last half of it (its main thread neither runnable
-    nor in disk wait), is stopped or hung: it is fenced and killed, so that the requests clients
+    of whose threads used CPU, ran or waited on the disk for the last half of it, is
+    stopped or hung: it is fenced and killed, so that the requests clients
     have in flight to it fail at once and they move to the new leaders, and then
     restarted. As long as ``broker.session.timeout.ms`` (the controller fences it then
     anyway); 0: no watchdog (only the ApiVersions probes below)."""

@@ -295,16 +295,22 @@ class BrokerProcess:
                 self.popen.wait(5)
 
 
-def process_state(pid: int) -> tuple[str, int]:
-    """Process ``pid``: its main thread's state letter (R running, S sleeping, D waiting on
-    the disk, T stopped, ...) and the CPU time all its threads used so far (user +
-    system, clock ticks); ("", -1) when it cannot be read (gone)."""
+def process_state(pid: int) -> tuple[bool, int]:
+    """Process ``pid``: whether any of its threads is running, runnable or waiting on the
+    disk (state R or D), and the CPU time all its threads used so far (user + system,
+    clock ticks); (False, -1) when it cannot be read (gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         fields = stat[stat.rindex(")") + 2 :].split()
-        return fields[0], int(fields[11]) + int(fields[12])
+        cpu = int(fields[11]) + int(fields[12])
+        busy = False
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, ValueError):
+                text = Path(task.path, "stat").read_text()
+                busy = busy or text[text.rindex(")") + 2] in "RD"
+        return busy, cpu
     except (OSError, ValueError, IndexError):
-        return "", -1
+        return False, -1
 
 
 def cmdline_setting(pid: int, key: str) -> str:

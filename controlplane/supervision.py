@@ -55,8 +55,8 @@ class _Watch:
     cpu: int
     """The CPU time of all its threads when last seen (clock ticks)."""
     quiet: float
-    """Since when no thread used CPU and the main thread was never seen running or
-    waiting on the disk (monotonic)."""
+    """Since when no thread used CPU or was seen running, runnable or waiting on the
+    disk (monotonic)."""
     armed: bool
     """The process has changed its file at least once."""
 
@@ -456,13 +456,14 @@ class Supervision(ReconcilerBase):
     async def watchdog(self) -> None:
         """Kill the running brokers that live but make no progress (``_kill_stuck``):
         their watchdog file has not changed for ``broker_watchdog_timeout_ms``, and for the
-        last half of that none of its threads used CPU and its main thread was never seen
-        running or waiting on the disk (a stopped process, or one blocked on a lock or a
-        socket). A broker starved of CPU on a busy machine runs now and then; one whose
-        loop waits for the interpreter lock while another of its threads works (compiling
-        a Wasm module) uses CPU; one waiting on its disk is in D state: none is killed (the
-        slower ApiVersions probes remain). Checked every tenth of a second: a stat and a
-        read of ``/proc/PID/stat`` per broker.
+        last half of that none of its threads used CPU or was seen running, runnable or
+        waiting on the disk (a stopped process, or one blocked on a lock or a socket). A
+        broker starved of CPU on a busy machine runs now and then; one whose loop waits
+        for the interpreter lock or a log handler's lock while another of its threads
+        works or writes (compiling a Wasm module, a log line to a busy disk) has that
+        thread running or in D state: none is killed (the slower ApiVersions probes
+        remain). Checked every tenth of a second: a stat and a read of ``/proc/PID/stat``
+        and of each thread's per broker.
 
         The file is read through ``/proc/PID/root``, so a broker in a mount namespace of its
         own (``broker_exec_prefix``) is seen as it sees its data directory. A process is
@@ -491,21 +492,21 @@ class Supervision(ReconcilerBase):
                     mtime = path.stat().st_mtime_ns
                 except OSError:
                     mtime = -1
-                state, cpu = process_state(pid)
+                busy, cpu = process_state(pid)
                 watch = watches.get(pid)
                 if watch is None or watch.mtime != mtime or late:
                     armed = watch is not None and (watch.armed or watch.mtime != mtime)
                     watches[pid] = _Watch(mtime, now, cpu, now, armed)
                     continue
-                if state in ("R", "D") or cpu != watch.cpu:
+                if busy or cpu != watch.cpu:
                     watch.cpu, watch.quiet = cpu, now
                 stale, quiet = now - watch.since, now - watch.quiet
                 if watch.armed and stale >= timeout and quiet >= timeout / 2:
                     del watches[pid]
                     self._kill_stuck(
                         rt,
-                        f"its watchdog file did not change for {stale:.2f} s, its threads "
-                        f"used no CPU for {quiet:.2f} s (state {state})",
+                        f"its watchdog file did not change for {stale:.2f} s, and its "
+                        f"threads neither ran nor waited on the disk for {quiet:.2f} s",
                     )
 
     # ------------------------------------------------------------------ exits
