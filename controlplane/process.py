@@ -137,13 +137,19 @@ def read_cmdline(pid: int) -> list[str] | None:
     return raw.rstrip(b"\0").decode(errors="replace").split("\0")
 
 
+def stat_fields(path: str) -> list[str]:
+    """The fields of a ``/proc`` stat file from the state on ("pid (comm) S ...": the
+    state follows the last ')'); OSError when it cannot be read."""
+    stat = Path(path).read_text()
+    return stat[stat.rfind(")") + 2 :].split()
+
+
 def is_zombie(pid: int) -> bool:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat_fields(f"/proc/{pid}/stat")
     except OSError:
         return True
-    # "pid (comm) S ...": the state follows the last ')'
-    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def data_dir_of(cmdline: Sequence[str]) -> str | None:
@@ -300,14 +306,12 @@ def process_state(pid: int) -> tuple[bool, int]:
     disk (state R or D), and the CPU time all its threads used so far (user + system,
     clock ticks); (False, -1) when it cannot be read (gone)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
+        fields = stat_fields(f"/proc/{pid}/stat")
         cpu = int(fields[11]) + int(fields[12])
         busy = False
         for task in os.scandir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError, ValueError):
-                text = Path(task.path, "stat").read_text()
-                busy = busy or text[text.rindex(")") + 2] in "RD"
+            with contextlib.suppress(OSError, IndexError):
+                busy = busy or stat_fields(f"{task.path}/stat")[0] in ("R", "D")
         return busy, cpu
     except (OSError, ValueError, IndexError):
         return False, -1

@@ -117,7 +117,6 @@ class LogManager:
             for key, outcome in zip(
                 todo, await asyncio.gather(*loads, return_exceptions=True), strict=True
             ):
-                self._loading.discard(key)
                 if isinstance(outcome, BaseException):
                     log.warning("%s-%d: cannot load the log: %s", *key, outcome)
                 elif key[0] not in self.metadata.topics:  # deleted meanwhile

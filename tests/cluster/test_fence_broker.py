@@ -24,12 +24,19 @@ from tests.support.sluice_cluster import SluiceCluster
 TOPIC = "fence-me"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[SluiceCluster]:
-    cluster = SluiceCluster(tmp_path, brokers=3, settings={"broker.session.timeout.ms": "60000"})
+def incarnated(tmp_path: Path, **settings: str) -> SluiceCluster:
+    """Three brokers with a 60-second session, each with a known incarnation id."""
+    cluster = SluiceCluster(
+        tmp_path, brokers=3, settings={"broker.session.timeout.ms": "60000", **settings}
+    )
     for i in range(3):
         cluster.broker(i).settings["broker.incarnation.id"] = str(uuid.uuid4())
-    with cluster:
+    return cluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[SluiceCluster]:
+    with incarnated(tmp_path) as cluster:
         yield cluster
 
 
@@ -48,17 +55,23 @@ def partition(cluster: SluiceCluster, i: int) -> PartitionInfo | None:
     return asyncio.run(ask())
 
 
+def with_full_isr(cluster: SluiceCluster) -> PartitionInfo:
+    """TOPIC created (1 partition, RF 3), once its ISR is full."""
+    asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
+    found: PartitionInfo = wait_for(
+        lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
+        60,
+        "partition 0 with a full ISR",
+    )
+    return found
+
+
 def fence(cluster: SluiceCluster, via: int, broker: int, incarnation: str) -> bool:
     return asyncio.run(admin(cluster, via).fence_broker(broker, incarnation, "test: it exited"))
 
 
 def test_fence_broker_moves_a_dead_process_s_leaderships_at_once(cluster: SluiceCluster) -> None:
-    asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
-    start = wait_for(
-        lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
-        60,
-        "partition 0 with a full ISR",
-    )
+    start = with_full_isr(cluster)
     leader = start.leader
     via = next(i for i in range(3) if i != leader)
     dead = cluster.broker(leader).settings["broker.incarnation.id"]
@@ -99,12 +112,7 @@ def test_fence_broker_of_the_dead_controller_elects_a_new_one_at_once(
     """The process that exited was the active controller: the voter asked campaigns at once
     (the others wait 60 s for an election: ``controller.quorum.election.timeout.ms``), wins,
     and fences it; its leaderships move."""
-    asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
-    wait_for(
-        lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
-        60,
-        "partition 0 with a full ISR",
-    )
+    with_full_isr(cluster)
     client = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.ports(0)[0]}"})
     controller = wait_for(lambda: controller_of(client), 30, "a controller")[0]
     # the other voters restart with a 60-second election timeout, one at a time (a cluster
@@ -147,18 +155,8 @@ def test_metadata_asked_between_a_death_and_its_fence_names_the_new_leader(
     second. A follower whose fetch connection the leader closed holds such an answer until
     the fence (up to ``metadata.leader.loss.wait.ms``, long here so that the test's own
     FenceBroker, sent after the request, is what ends the wait)."""
-    settings = {"broker.session.timeout.ms": "60000", "metadata.leader.loss.wait.ms": "30000"}
-    cluster = SluiceCluster(tmp_path, brokers=3, settings=settings)
-    for i in range(3):
-        cluster.broker(i).settings["broker.incarnation.id"] = str(uuid.uuid4())
-    with cluster:
-        asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
-        start = wait_for(
-            lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
-            60,
-            "partition 0 with a full ISR",
-        )
-        leader = start.leader
+    with incarnated(tmp_path, **{"metadata.leader.loss.wait.ms": "30000"}) as cluster:
+        leader = with_full_isr(cluster).leader
         asked, via = (i for i in range(3) if i != leader)
         dead = cluster.broker(leader).settings["broker.incarnation.id"]
         cluster.kill(leader)

@@ -41,18 +41,35 @@ def partition_zero(broker: cpb.Broker) -> PartitionInfo | None:
     return asyncio.run(ask())
 
 
-def test_a_killed_broker_is_fenced_when_its_process_exits(plane: ControlPlaneProcess) -> None:
-    cluster = plane.create("exits", brokers=3)
+def cluster_with_topic(
+    plane: ControlPlaneProcess, name: str
+) -> tuple[PartitionInfo, cpb.Broker, cpb.Broker]:
+    """A 3-broker cluster ``name`` with TOPIC (1 partition, RF 3) once its ISR is full:
+    the partition, its leader and another broker."""
+    cluster = plane.create(name, brokers=3)
     brokers = {b.id: b for b in cluster.brokers}
     first = next(iter(brokers.values()))
     asyncio.run(Admin(first.host, first.port, 30).create_topic(TOPIC, 1, 3, {}))
-    before = wait_until(
+    before: PartitionInfo = wait_until(
         lambda: (p := partition_zero(first)) is not None and len(p.isr) == 3 and p,
         60,
         "partition 0 with a full ISR",
     )
     leader = brokers[before.leader]
-    other = next(b for b in brokers.values() if b.id != leader.id)
+    return before, leader, next(b for b in brokers.values() if b.id != leader.id)
+
+
+def back_in_the_isr(other: cpb.Broker) -> None:
+    """Wait until ``other`` shows the restarted broker back in partition 0's ISR."""
+    wait_until(
+        lambda: (p := partition_zero(other)) is not None and len(p.isr) == 3,
+        120,
+        "the restarted broker back in the ISR",
+    )
+
+
+def test_a_killed_broker_is_fenced_when_its_process_exits(plane: ControlPlaneProcess) -> None:
+    before, leader, other = cluster_with_topic(plane, "exits")
     incarnation = cmdline_setting(leader.pid, "broker.incarnation.id")
     assert uuid.UUID(incarnation)  # the control plane named the process
 
@@ -73,11 +90,7 @@ def test_a_killed_broker_is_fenced_when_its_process_exits(plane: ControlPlanePro
     wait_until(lambda: said in plane.log_path.read_text(errors="replace"), 30, said)
 
     # the restarted process registers again and returns to the ISR
-    wait_until(
-        lambda: (p := partition_zero(other)) is not None and len(p.isr) == 3,
-        120,
-        "the restarted broker back in the ISR",
-    )
+    back_in_the_isr(other)
 
 
 def test_a_stopped_broker_is_killed_by_the_watchdog(plane: ControlPlaneProcess) -> None:
@@ -86,17 +99,7 @@ def test_a_stopped_broker_is_killed_by_the_watchdog(plane: ControlPlaneProcess) 
     the slower ApiVersions probes). The broker's watchdog file stops changing; the control
     plane fences and kills the process, the kernel closes its sockets, the client refreshes
     its metadata and its write is acknowledged by the new leader; the broker restarts."""
-    cluster = plane.create("watched", brokers=3)
-    brokers = {b.id: b for b in cluster.brokers}
-    first = next(iter(brokers.values()))
-    asyncio.run(Admin(first.host, first.port, 30).create_topic(TOPIC, 1, 3, {}))
-    before = wait_until(
-        lambda: (p := partition_zero(first)) is not None and len(p.isr) == 3 and p,
-        60,
-        "partition 0 with a full ISR",
-    )
-    leader = brokers[before.leader]
-    other = next(b for b in brokers.values() if b.id != leader.id)
+    _, leader, other = cluster_with_topic(plane, "watched")
     (data_dir,) = Path(plane.home, "clusters").glob(f"watched-*/broker-{leader.id}")
     assert (data_dir / "watchdog").exists()  # touched by the serving broker
 
@@ -138,8 +141,4 @@ def test_a_stopped_broker_is_killed_by_the_watchdog(plane: ControlPlaneProcess) 
         return now.pid not in (0, leader.pid)
 
     wait_until(restarted, 60, "the broker restarted")
-    wait_until(
-        lambda: (p := partition_zero(other)) is not None and len(p.isr) == 3,
-        120,
-        "the restarted broker back in the ISR",
-    )
+    back_in_the_isr(other)
