@@ -117,7 +117,10 @@ def read_tiered(
     start (one small GET), not at the first byte. ``read_committed``: batches of aborted
     transactions are dropped (the segment's ``.txnindex`` object, one small GET)."""
     store = _store(settings)
-    columns = Columns(split.topic, split.partition, include_headers)
+    # a batch may pass rows_per_batch by one records block; its data is at most a chunk's
+    columns = Columns(
+        split.topic, split.partition, include_headers, 2 * rows_per_batch, chunk_bytes
+    )
     try:
         aborted = aborted_ranges(store, split) if read_committed else None
         position = start_position(store, split)
@@ -127,7 +130,7 @@ def read_tiered(
             if base >= split.end:
                 break
             decode_into(columns, batch, split.start, split.end, aborted=aborted)
-            if len(columns) >= rows_per_batch:
+            if columns.full(rows_per_batch):
                 yield columns.flush()
     except ObjectNotFound as exc:
         if not fail_on_data_loss:
@@ -267,7 +270,7 @@ def read_hot(  # noqa: C901, PLR0912, PLR0915 - the hot-tail consumer loop and i
                     LOG_APPEND_TIME if kind == TIMESTAMP_LOG_APPEND_TIME else CREATE_TIME,
                     _headers(hdrs) if hdrs else None,
                 )
-            if len(columns) >= rows_per_batch:
+            if columns.full(rows_per_batch):
                 yield columns.flush()
             if next_offset < split.end:
                 position = consumer.position([tp])[0].offset

@@ -3,8 +3,8 @@
 A tiered segment object is the broker's log file: record batches back to back, exactly as
 stored (layout in ``wire/record_batch.py``, whose header parser, codecs — none, gzip,
 snappy incl. xerial framing, lz4 frames, zstd — and record walker this module uses).
-Records are walked straight into column lists (no per-record objects): the executor's hot
-loop.
+Records are walked into column arrays by ``wire.record_columns`` (compiled by numba; no
+per-record objects): the executor's hot loop.
 
 Rows (Spark's Kafka source, all nullable)::
 
@@ -24,18 +24,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import crc32c
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from wire.compression import decompress
+from wire.compression import CODEC_NONE, decompress
 from wire.errors import BrokerError
 from wire.record_batch import (
     CRC_START,
     HEADER_SIZE,
     LOG_OVERHEAD,
     parse_header,
-    walk_records,
 )
+from wire.record_columns import ColumnArrays, ColumnBuilder
 from wire.transactions import AbortedRanges
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -48,6 +48,9 @@ _BASE_FIELDS = [
     pa.field("timestamp", pa.timestamp("us", tz="UTC")),
     pa.field("timestampType", pa.int32()),
 ]
+
+
+BATCH_BYTES = 256 << 20
 
 
 class CorruptSegment(Exception):
@@ -73,27 +76,32 @@ def spark_ddl(include_headers: bool) -> str:
 
 
 class Columns:
-    """Rows of one topic partition being gathered into an Arrow batch."""
+    """Rows of one topic partition being gathered into an Arrow batch: records blocks
+    walked by ``wire.record_columns`` (compiled), or rows appended one at a time."""
 
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+    def __init__(
+        self, topic: str, partition: int, include_headers: bool, rows: int = 4096, data: int = 0
+    ) -> None:
+        """``rows`` and ``data``: the rows and bytes a batch is expected to reach (its
+        arrays are made that large at once, not grown by copies; untouched, they cost
+        address space, not memory)."""
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
         self.schema = arrow_schema(include_headers)
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.types: list[int] = []
-        self.headers: list[list[tuple[str, bytes | None]] | None] = []
+        self.builder = ColumnBuilder(include_headers, rows, data or 1 << 20)
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.builder)
 
-    def append(  # noqa: PLR0917 - the hot loop's call, positional for speed
+    def full(self, rows: int) -> bool:
+        """Whether to hand the batch over: ``rows`` rows (``sluice.read.rows.per.batch``),
+        or ``BATCH_BYTES`` of keys, values and headers, well inside the 2 GiB that Arrow's
+        32-bit offsets address (a records block adds at most
+        ``message.max.decompressed.bytes``, 256 MiB, past it)."""
+        return len(self.builder) >= rows or self.builder.data_bytes >= BATCH_BYTES
+
+    def append(  # noqa: PLR0917 - the hot tail's call, positional as the rows' fields
         self,
         key: bytes | None,
         value: bytes | None,
@@ -102,32 +110,71 @@ class Columns:
         timestamp_type: int,
         headers: list[tuple[str, bytes | None]] | None,
     ) -> None:
-        self.keys.append(key)
-        self.values.append(value)
-        self.offsets.append(offset)
-        self.timestamps.append(timestamp_ms)
-        self.types.append(timestamp_type)
-        if self.include_headers:
-            self.headers.append(headers or None)
+        self.builder.append(key, value, offset, timestamp_ms, timestamp_type, headers)
 
     def flush(self) -> pa.RecordBatch:
-        """The gathered rows as one Arrow batch; starts over empty."""
-        n = len(self.offsets)
-        millis = pa.array(self.timestamps, pa.int64())
+        """The gathered rows as one Arrow batch (the builder's arrays handed over, not
+        copied); starts over empty."""
+        c = self.builder.take()
+        n = c.rows
         arrays: list[Any] = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
+            _binary(pa.binary(), n, c.key_ends, c.key_data, c.key_nulls, c.key_null_count),
+            _binary(pa.binary(), n, c.value_ends, c.value_data, c.value_nulls, c.value_null_count),
             pa.repeat(pa.scalar(self.topic, pa.string()), n),
             pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-            pa.array(self.offsets, pa.int64()),
-            pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(self.types, pa.int32()),
+            pa.array(c.offsets, pa.int64()),
+            pa.array(c.timestamps_ms * 1000, pa.timestamp("us", tz="UTC")),
+            pa.array(c.timestamp_types.astype(np.int32), pa.int32()),
         ]
         if self.include_headers:
-            arrays.append(pa.array(self.headers, HEADERS_TYPE))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-        self.clear()
-        return batch
+            arrays.append(_headers(c))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _validity(nulls: Any, null_count: int) -> pa.Buffer | None:
+    if not null_count:
+        return None
+    return pa.py_buffer(np.packbits(nulls == 0, bitorder="little"))
+
+
+def _binary(  # noqa: PLR0917 - the buffers of one array
+    kind: pa.DataType, n: int, ends: Any, data: Any, nulls: Any, null_count: int
+) -> pa.Array:
+    """A binary (or string) Arrow array over the builder's buffers, without a copy."""
+    return pa.Array.from_buffers(
+        kind,
+        n,
+        [_validity(nulls, null_count), pa.py_buffer(ends), pa.py_buffer(data)],
+        null_count=null_count,
+    )
+
+
+def _headers(c: ColumnArrays) -> pa.Array:
+    """``array<struct<key string, value binary>>``, null for a record without headers.
+    Header keys are UTF-8 on the wire; one that is not is decoded with replacement, as
+    ``walk_records`` does."""
+    h = len(c.header_value_nulls)
+    keys = _binary(pa.binary(), h, c.header_key_ends, c.header_key_data, c.header_value_nulls, 0)
+    try:
+        names = keys.cast(pa.string())
+    except pa.ArrowInvalid:
+        names = pa.array([k.decode("utf-8", "replace") for k in keys.to_pylist()], pa.string())
+    values = _binary(
+        pa.binary(),
+        h,
+        c.header_value_ends,
+        c.header_value_data,
+        c.header_value_nulls,
+        c.header_value_null_count,
+    )
+    pairs = pa.StructArray.from_arrays([names, values], fields=list(HEADERS_TYPE.value_type))
+    return pa.Array.from_buffers(
+        HEADERS_TYPE,
+        c.rows,
+        [_validity(c.header_nulls, c.header_null_count), pa.py_buffer(c.header_ends)],
+        null_count=c.header_null_count,
+        children=[pairs],
+    )
 
 
 def decode_into(
@@ -145,6 +192,10 @@ def decode_into(
     header = parse_header(batch, 0)
     if header.magic != 2:
         raise CorruptSegment(f"record batch at offset {header.base_offset}: magic {header.magic}")
+    if len(batch) < header.size:
+        raise CorruptSegment(
+            f"record batch at offset {header.base_offset}: {len(batch)} of {header.size} bytes"
+        )
     if check_crc and crc32c.crc32c(batch[CRC_START : header.size]) != header.crc:
         raise CorruptSegment(f"record batch at offset {header.base_offset}: CRC mismatch")
     if header.is_control or header.record_count == 0:
@@ -158,14 +209,22 @@ def decode_into(
     ):
         return 0
     try:
-        body = decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
-        return walk_records(
+        if header.codec == CODEC_NONE:
+            body = np.frombuffer(batch, np.uint8)
+            position = HEADER_SIZE
+        else:
+            raw = decompress(header.codec, bytes(batch[HEADER_SIZE : header.size]))
+            body, position = np.frombuffer(raw, np.uint8), 0
+        return columns.builder.add(
             body,
-            header,
-            columns.append,
-            start=start,
-            end=end,
-            with_headers=columns.include_headers,
+            header.record_count,
+            header.base_offset,
+            header.base_timestamp,
+            header.max_timestamp if header.log_append_time else -1,
+            start,
+            end,
+            position=position,
+            limit=header.size if position else len(body),
         )
     except (BrokerError, ValueError) as exc:  # CorruptRecord, UnsupportedCompression
         raise CorruptSegment(f"record batch at offset {header.base_offset}: {exc}") from exc

@@ -296,6 +296,8 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecord("varint too long")
+    if raw >> 64:
+        raise CorruptRecord("varint over 64 bits")
     return (raw >> 1) ^ -(raw & 1), pos
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import itertools
 import os
 import shutil
 import struct
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import crc32c
+import numpy as np
 
 from dataplane.cluster import records as metadata_records
 from dataplane.cluster.image import MetadataImage
@@ -59,6 +61,7 @@ from tiered.errors import ObjectNotFound
 from tiered.layout import segment_keys
 from tiered.object_store import ObjectInfo
 from tiered.remote_segment import COPY_FINISHED, RemoteSegment
+from wire.compression import decompress
 from wire.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -73,12 +76,14 @@ from wire.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     LONG_MAX,
+    Record,
     batch_of_records,
     decode_records,
     parse_header,
     validate_batches,
     validate_records,
 )
+from wire.record_columns import ColumnBuilder
 from wire.segment_index import parse_index
 from wire.transactions import parse_txn_index
 
@@ -223,12 +228,45 @@ def record_batch(data: bytes) -> None:
             feature(f"batch/{mode}/rules-refused/{compacted}/{bound}/{target_codec}")
     view = memoryview(buf)
     for header in headers:
+        batch = view[header.position : header.position + header.size]
         try:
-            decode_records(view[header.position : header.position + header.size])
+            records = decode_records(batch)
         except BATCH_ERRORS:
             feature(f"batch/codec/{header.codec}/undecodable")
-            continue
-        feature(f"batch/codec/{header.codec}/decoded")
+            records = None
+        else:
+            feature(f"batch/codec/{header.codec}/decoded")
+        _columns_agree(batch, records)
+
+
+def _columns_agree(batch: memoryview, records: list[Record] | None) -> None:
+    """The Spark source's compiled walker (``wire.record_columns``) on the same batch:
+    it refuses what ``decode_records`` refused and gives the rows it gave (a difference
+    is a bug: AssertionError); it reads nothing outside its arrays, which it does not
+    check (a crash of the process)."""
+    header = parse_header(batch, 0)
+    try:
+        body = np.frombuffer(decompress(header.codec, bytes(batch[HEADER_SIZE:])), np.uint8)
+    except BATCH_ERRORS:
+        assert records is None, "decompressed for decode_records, not for the columns"
+        return
+    builder = ColumnBuilder(True, rows=16, data=256)
+    fixed = header.max_timestamp if header.log_append_time else -1
+    try:
+        builder.add(body, header.record_count, header.base_offset, header.base_timestamp, fixed)
+    except CorruptRecord:
+        assert records is None, "the column walker refused a batch that decode_records read"
+        return
+    assert records is not None, "the column walker read a batch that decode_records refused"
+    taken = builder.take()
+    assert taken.offsets.tolist() == [r.offset for r in records]
+    assert taken.timestamps_ms.tolist() == [r.timestamp for r in records]
+    values = [
+        None if taken.value_nulls[i] else bytes(taken.value_data[lo:hi])
+        for i, (lo, hi) in enumerate(itertools.pairwise(taken.value_ends.tolist()))
+    ]
+    assert values == [r.value for r in records]
+    assert taken.header_ends.tolist()[-1] == sum(len(r.headers) for r in records)
 
 
 def batch_features() -> list[str]:
