@@ -67,6 +67,7 @@ from wire.errors import (
     InvalidRecord,
     InvalidRequest,
     InvalidTimestamp,
+    MessageTooLarge,
     RemoteStorageError,
     UnsupportedCompression,
     UnsupportedMessageFormat,
@@ -101,6 +102,7 @@ MIN_FRAME = 8  # the server closes a shorter frame before it parses anything
 REQUEST_ERRORS: tuple[type[BaseException], ...] = (InvalidRequest,)
 """What ``decode_request`` raises on a malformed request (the server closes the connection)."""
 BATCH_ERRORS: tuple[type[BaseException], ...] = (
+    MessageTooLarge,  # with DecompressionLimit: a block over message.max.decompressed.bytes
     CorruptRecord,
     InvalidRecord,  # with InvalidRecords
     InvalidTimestamp,  # with InvalidTimestamps
