@@ -37,6 +37,7 @@ from wire.errors import CorruptRecord
 ROWS, KEY_BYTES, VALUE_BYTES, HEADERS, HKEY_BYTES, HVALUE_BYTES = range(6)
 KEY_NULLS, VALUE_NULLS, HEADER_NULLS, HVALUE_NULLS = range(6, 10)
 _STATE_SLOTS = 10
+MIN_RECORD_BYTES = 7
 
 # what the kernel answers: 0, or what was wrong and where (the position in the block)
 _ERRORS = {
@@ -352,7 +353,10 @@ class ColumnBuilder:
         if not 0 <= position <= size <= len(body):
             # the kernel does not check its indices against the array: these bound them
             raise ValueError(f"records block [{position}, {size}) outside {len(body)} bytes")
-        self._room(count, size - position)
+        # rows are bounded by the bytes, not by the batch's recordCount (someone else's
+        # number): a record takes 7 bytes at least (length, attributes, two deltas, key
+        # and value lengths, header count)
+        self._room(min(count, (size - position) // MIN_RECORD_BYTES + 1), size - position)
         code, detail = _walk(
             body,
             position,

@@ -161,6 +161,17 @@ def test_a_block_bound_outside_its_array_is_refused() -> None:
         builder.add(body, 1, 0, 0, -1, limit=11)
 
 
+def test_a_record_count_beyond_the_bytes_allocates_for_the_bytes() -> None:
+    """recordCount is the writer's number: 2**31 - 1 records in 9 bytes (one record, then
+    a length past the end) is refused, the arrays sized by the bytes (the fuzzer's input
+    had them ask for 40 GiB)."""
+    body = np.frombuffer(bytes([14, 0, 0, 0, 1, 2, 97, 0, 14]), np.uint8)
+    builder = ColumnBuilder(False, rows=16)
+    with pytest.raises(CorruptRecord, match="runs past its batch"):
+        builder.add(body, 2**31 - 1, 0, 0, -1)
+    assert builder.longs.shape[1] <= 16
+
+
 def test_a_batch_shorter_than_its_length_is_corrupt() -> None:
     batch = encode_batch([(b"k", b"v" * 100)], base_offset=0)
     with pytest.raises(CorruptSegment, match="of 1"):
