@@ -361,6 +361,8 @@ def walk_records(  # noqa: C901, PLR0912, PLR0915 - the hot record walk, kept fl
             offset_delta, pos = read_varint(body, pos)
             offset = base_offset + offset_delta
             if offset < start or offset >= end:
+                if pos > record_end:  # its deltas ran into the next record
+                    raise CorruptRecord("record length does not match its fields")
                 pos = record_end
                 continue
             key_len, pos = read_varint(body, pos)
