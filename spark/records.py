@@ -90,6 +90,8 @@ class Columns:
         self.include_headers = include_headers
         self.schema = arrow_schema(include_headers)
         self.builder = ColumnBuilder(include_headers, rows, data or 1 << 20)
+        self.append = self.builder.append
+        """One row a client decoded (the hot tail): ``ColumnBuilder.append``."""
 
     def __len__(self) -> int:
         return len(self.builder)
@@ -100,17 +102,6 @@ class Columns:
         32-bit offsets address (a records block adds at most
         ``message.max.decompressed.bytes``, 256 MiB, past it)."""
         return len(self.builder) >= rows or self.builder.data_bytes >= BATCH_BYTES
-
-    def append(  # noqa: PLR0917 - the hot tail's call, positional as the rows' fields
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        offset: int,
-        timestamp_ms: int,
-        timestamp_type: int,
-        headers: list[tuple[str, bytes | None]] | None,
-    ) -> None:
-        self.builder.append(key, value, offset, timestamp_ms, timestamp_type, headers)
 
     def flush(self) -> pa.RecordBatch:
         """The gathered rows as one Arrow batch (the builder's arrays handed over, not

@@ -95,6 +95,24 @@ def _copy(typingctx: Any, dst: Any, at: Any, src: Any, pos: Any, n: Any) -> Any:
 
 
 @njit(cache=True, nogil=True)
+def _field(
+    body: Any, pos: int, record_end: int, data: Any, filled: int
+) -> tuple[int, int, int, int]:
+    """A record's key or value (length, then bytes) copied to ``data`` at ``filled``:
+    (0, next position, bytes filled, 1 if null) or (error code, position, ...). Any
+    negative length is null, as Kafka's DefaultRecord reads it."""
+    n, pos = _varint(body, pos, record_end)
+    if pos < 0:
+        return (2 if pos == -1 else 3), record_end, filled, 0
+    if n < 0:
+        return 0, pos, filled, 1
+    if pos + n > record_end:
+        return 2, pos, filled, 0
+    _copy(data, filled, body, pos, n)  # type: ignore[call-arg]
+    return 0, pos + n, filled + n, 0
+
+
+@njit(cache=True, nogil=True)
 def _walk(  # noqa: C901, PLR0911, PLR0912, PLR0915, PLR0917 - one flat compiled loop
     body: Any,
     pos: int,
@@ -147,33 +165,17 @@ def _walk(  # noqa: C901, PLR0911, PLR0912, PLR0915, PLR0917 - one flat compiled
         longs[0, rows] = offset
         longs[1, rows] = fixed_ts if fixed_ts >= 0 else base_ts + ts_delta
         longs[2, rows] = ts_type
-        n, pos = _varint(body, pos, record_end)
-        if pos < 0:
-            return (2 if pos == -1 else 3), record_end
-        if n < 0:  # any negative length is null, as Kafka's DefaultRecord reads it
-            nulls[0, rows] = 1
-            key_nulls += 1
-        else:
-            if pos + n > record_end:
-                return 2, pos
-            nulls[0, rows] = 0
-            _copy(key_data, kb, body, pos, n)  # type: ignore[call-arg]
-            pos += n
-            kb += n
+        code, pos, kb, null = _field(body, pos, record_end, key_data, kb)
+        if code:
+            return code, pos
+        nulls[0, rows] = null
+        key_nulls += null
         ends[0, rows + 1] = kb
-        n, pos = _varint(body, pos, record_end)
-        if pos < 0:
-            return (2 if pos == -1 else 3), record_end
-        if n < 0:
-            nulls[1, rows] = 1
-            value_nulls += 1
-        else:
-            if pos + n > record_end:
-                return 2, pos
-            nulls[1, rows] = 0
-            _copy(value_data, vb, body, pos, n)  # type: ignore[call-arg]
-            pos += n
-            vb += n
+        code, pos, vb, null = _field(body, pos, record_end, value_data, vb)
+        if code:
+            return code, pos
+        nulls[1, rows] = null
+        value_nulls += null
         ends[1, rows + 1] = vb
         headers, pos = _varint(body, pos, record_end)
         if pos < 0:
