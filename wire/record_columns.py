@@ -94,7 +94,7 @@ def _copy(typingctx: Any, dst: Any, at: Any, src: Any, pos: Any, n: Any) -> Any:
     return sig, codegen
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # inlined into _walk: no call per field
 def _field(
     body: Any, pos: int, record_end: int, data: Any, filled: int
 ) -> tuple[int, int, int, int]:
