@@ -509,3 +509,10 @@ def _grown(array: Any, need: int) -> Any:
     grown = np.empty((*array.shape[:-1], cap), array.dtype)
     grown[..., :have] = array
     return grown
+
+
+def load() -> None:
+    """Load the compiled walker for the blocks readers pass (read-only uint8 arrays:
+    ``np.frombuffer`` of a batch or of its decompressed records), compiling it if numba's
+    cache has no build for this machine: ~1 s from the cache, a few seconds without."""
+    ColumnBuilder(False).add(np.frombuffer(b"", np.uint8), 0, 0, 0, -1)

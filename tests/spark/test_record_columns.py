@@ -4,6 +4,8 @@ on any damaged records block."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -193,3 +195,25 @@ def test_rows_appended_one_by_one_and_walked_from_blocks_mix_in_one_batch() -> N
         None,
         None,
     ]
+
+
+def test_an_executor_process_leaves_its_libraries_to_reference_counting() -> None:
+    """Spark's Python daemon collects garbage after every task of a reused worker: once a
+    process has read a split, the objects numba and llvmlite brought are frozen, and a
+    collection walks only what the process made since (a few thousand objects, not the
+    ~170,000 it would walk otherwise)."""
+    probe = (
+        "import gc\n"
+        "from spark.reading import settle_heap\n"
+        "import wire.record_columns\n"
+        "before = len(gc.get_objects())\n"
+        "settle_heap(); settle_heap()\n"
+        "print(before, gc.get_freeze_count(), len(gc.get_objects()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True
+    )
+    before, frozen, tracked = (int(x) for x in out.stdout.split())
+    assert before > 50_000, out.stdout  # numba's objects, tracked until then
+    assert frozen >= before
+    assert tracked < 5_000, out.stdout
