@@ -205,7 +205,6 @@ def test_an_executor_process_leaves_its_libraries_to_reference_counting() -> Non
     probe = (
         "import gc\n"
         "from spark.reading import settle_heap\n"
-        "import wire.record_columns\n"
         "before = len(gc.get_objects())\n"
         "settle_heap(); settle_heap()\n"
         "print(before, gc.get_freeze_count(), len(gc.get_objects()))\n"
