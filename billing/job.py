@@ -61,6 +61,7 @@ from billing.invoice import InvoiceError, compute_invoice
 from billing.output import Output, OutputError
 from billing.ratecard import RateCard, RateCardError
 from billing.spec import ClusterSource, JobSpec, SpecError, load_spec
+from spark.spark_home import use_installed_pyspark
 from wire.usage import USAGE_TOPIC
 
 SPARK_DEFAULTS = {
@@ -75,6 +76,9 @@ SPARK_DEFAULTS = {
 """Settings of the job's session; the spec's ``spark_conf`` wins."""
 SPARK_LOCAL = "_spark_local"
 """Spark's scratch directory, under the checkpoints."""
+SPARK_HOME = "_spark_home"
+"""The Spark home whose Python workers import the installed pyspark
+(:mod:`spark.spark_home`), under the checkpoints."""
 
 
 class JobFailed(RuntimeError):
@@ -123,6 +127,7 @@ def start_session(spec: JobSpec) -> SparkSession:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    use_installed_pyspark(spec.checkpoints / SPARK_HOME)
     scratch = spec.checkpoints / SPARK_LOCAL
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,8 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
+from spark.spark_home import use_installed_pyspark
+
 REPO = Path(__file__).resolve().parents[2]
 _session: Any = None
 
@@ -49,6 +51,7 @@ def local_session(cores: int = 2) -> Any:
     # workers run this interpreter (the venv's), which has pyspark, pyarrow and sluice
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    use_installed_pyspark(REPO / ".cache" / "spark-home")
     scratch = Path(tempfile.mkdtemp(prefix="sluice-spark-"))
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
