@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 # CPU-seconds a broker took to start on this machine).
 RUN := PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache PYTHONDONTWRITEBYTECODE=
 
-.PHONY: soak fuzz venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps connect-deps streams-deps spark-kafka minio kafka bench clean
+.PHONY: soak fuzz venv proto demo demo-broker test test-minio test-long franz-go test-peers transform-guests terraform-bin lint typecheck unit system-deps java-deps connect-deps streams-deps spark-kafka spark-cds minio kafka bench clean
 
 venv: $(STAMP) proto
 
@@ -49,6 +49,11 @@ java-deps:
 # Spark's own Kafka connector matching the pinned pyspark (tests/spark, bench/bench_spark.py).
 spark-kafka: venv
 	@./tools/fetch-spark-kafka.sh
+
+# A class-data-sharing archive for the Spark drivers the tests start, in .cache/jvm/ (made
+# once per pyspark and JDK, ~30 s; halves a driver's start-up CPU: tests/support/spark_cds.py).
+spark-cds: venv
+	@JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1 $(PY) -m tests.support.spark_cds
 
 # MinIO, a real S3-compatible server, built from the Go module proxy (tests/tiered/test_minio.py).
 minio:
@@ -113,7 +118,7 @@ typecheck: venv
 # fixtures are made once, and the files run in collection order, longest first
 # (tests/conftest.py: LONGEST_FILES). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 3
-test: venv system-deps java-deps connect-deps streams-deps spark-kafka franz-go transform-guests terraform-bin lint typecheck
+test: venv system-deps java-deps connect-deps streams-deps spark-kafka spark-cds franz-go transform-guests terraform-bin lint typecheck
 	@$(RUN) $(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # The tiered-storage tests against MinIO instead of the embedded S3 (not part of `make test`:

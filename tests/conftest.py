@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from pytest_timeout import _get_item_settings
 
+from spark.spark_home import use_installed_pyspark
+from tests.support import spark_cds
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.processes import free_port
 from tests.support.tiering import TEST_ADMIN
@@ -53,6 +55,13 @@ is bound by CPU. Set as JAVA_TOOL_OPTIONS unless the environment sets that alrea
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
+    # every Spark process under the tests (sessions, billing runs made by control planes)
+    # shares one Spark home (Python workers import the installed pyspark) and maps the
+    # drivers' class archive, when `make spark-cds` made one (tests/support/spark_cds.py)
+    use_installed_pyspark(spark_cds.SPARK_HOME_DIR)
+    archive = spark_cds.existing_archive()
+    if archive is not None:
+        os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_cds.options(archive))
     _arm_suite_dump()
 
 
