@@ -118,14 +118,17 @@ def test_kafka_python_produces_and_consumes(
     if protocol == "SASL_SSL":
         options["ssl_cafile"] = str(secured.ca.ca)
     producer = KafkaProducer(**options)
-    for i in range(5):
-        producer.send(topic, f"kp-{i}".encode())
-    producer.flush(20)
+    sent = [producer.send(topic, f"kp-{i}".encode()) for i in range(5)]
+    # each acknowledged (an error raises here), not only flushed
+    assert [f.get(timeout=60).offset for f in sent] == list(range(5))
     producer.close()
-    consumer = KafkaConsumer(
-        topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **options
-    )
-    values = [m.value for m in consumer]
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", **options)
+    # until the 5 arrive (a loaded machine may take more than an idle timeout to log in)
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(values) < 5 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=1000).values():
+            values.extend(r.value for r in records)
     consumer.close()
     assert values == [f"kp-{i}".encode() for i in range(5)]
 
