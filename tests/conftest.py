@@ -67,19 +67,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 LONGEST_FILES = (
     "tests/billing/test_pipeline.py",
-    "tests/cli/test_formats.py",
     "tests/e2e/test_billing_workload.py",
+    "tests/cli/test_formats.py",
     "tests/terraform/test_lifecycle.py",
-    "tests/cli/test_private_endpoints.py",
-    "tests/terraform/test_configurations.py",
-    "tests/spark/test_cluster_name.py",
-    "tests/cli/test_billing.py",
+    "tests/controlplane/test_metering.py",
     "tests/ecosystem/test_streams.py",
+    "tests/terraform/test_configurations.py",
     "tests/transforms/test_broker.py",
-    "tests/e2e/test_demo.py",
+    "tests/cli/test_billing.py",
+    "tests/dataplane/test_disk_full.py",
+    "tests/spark/test_cluster_name.py",
     "tests/cluster/test_many_producers.py",
+    "tests/tiered/test_broker_tiering.py",
+    "tests/compat/test_transactions_java.py",
+    "tests/cli/test_private_endpoints.py",
     "tests/ecosystem/test_replicator.py",
-    "tests/spark/test_batch.py",
+    "tests/e2e/test_demo.py",
 )
 """The files that take longest (minutes each on 2 loaded cores), longest first. They are
 collected first, and the Makefile keeps pytest-xdist from reordering (its default sends
