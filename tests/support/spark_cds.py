@@ -74,7 +74,7 @@ def options(path: Path) -> str:
 
 
 WORKLOAD = r"""
-import os, sys, tempfile
+import os, shutil, tempfile
 from pyspark.sql import SparkSession, functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
@@ -116,6 +116,7 @@ query = (
 )
 query.awaitTermination(60)
 session.stop()
+shutil.rmtree(out, ignore_errors=True)
 """
 
 
