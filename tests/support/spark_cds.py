@@ -176,7 +176,7 @@ def main() -> int:
         return 0
     for stale in CACHE.glob("spark-*.jsa"):
         stale.unlink()
-    print("spark-cds: a class-data-sharing archive for the tests' Spark drivers (~20 s)")
+    print("spark-cds: a class-data-sharing archive for the tests' Spark drivers (~30 s)")
     print(f"spark-cds: {build(path)}")
     return 0
 

@@ -14,6 +14,7 @@ next in the same worker a stopped session).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -28,6 +29,9 @@ from spark.spark_home import use_installed_pyspark
 
 REPO = Path(__file__).resolve().parents[2]
 _session: Any = None
+_scratch: Path | None = None
+"""The session's scratch directory (warehouse, ``spark.local.dir``, the JVM's tmpdir),
+removed when the session stops."""
 
 
 def stock_connector_jars() -> list[Path]:
@@ -44,7 +48,7 @@ def local_session(cores: int = 2) -> Any:
     """The process's SparkSession (``local[cores]`` on first use), created once; made the
     active session of the JVM thread that serves the calling Python thread each time it is
     handed out (see ``activate``)."""
-    global _session
+    global _session, _scratch
     if _session is not None:
         return activate(_session)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -52,7 +56,7 @@ def local_session(cores: int = 2) -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     use_installed_pyspark(REPO / ".cache" / "spark-home")
-    scratch = Path(tempfile.mkdtemp(prefix="sluice-spark-"))
+    scratch = _scratch = Path(tempfile.mkdtemp(prefix="sluice-spark-"))
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName("sluice")
@@ -100,7 +104,10 @@ def session(spark_run: None) -> Any:
 
 
 def stop_session() -> None:
-    global _session
+    global _session, _scratch
     if _session is not None:
         _session.stop()
         _session = None
+    if _scratch is not None:
+        shutil.rmtree(_scratch, ignore_errors=True)
+        _scratch = None
