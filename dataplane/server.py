@@ -22,8 +22,10 @@ from dataplane.broker import Broker
 from dataplane.handlers.api_versions import unsupported_version_response
 from dataplane.handlers.context import RequestContext
 from dataplane.handlers.registry import SERVED
+from dataplane.log.region import FileRegion, release
 from dataplane.security.listeners import Listener, endpoint_of
 from dataplane.security.session import Outcome, Security, Session, State
+from dataplane.socket_writer import SocketWriter
 from wire.framing import decode_request, encode_response, peek_header
 
 log = logging.getLogger(__name__)
@@ -112,6 +114,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.on_answered: Callable[[], None] | None = None
         """Set at a stop: called when this connection has nothing left to answer."""
         self.session: Session | None = None  # set by KafkaServer for its listener
+        self._writer: SocketWriter | None = None
+        """Writes the answers of a plaintext connection (writev, sendfile); None: the
+        transport writes them (TLS)."""
 
     # ------------------------------------------------------------------ transport
 
@@ -125,12 +130,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close(f"{self.host} already holds {limit} connections (max.connections.per.ip)")
             return
         self.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if transport.get_extra_info("sslcontext") is None and sock is not None:
+            self._writer = SocketWriter(
+                asyncio.get_running_loop(),
+                sock.fileno(),
+                self.pause_writing,
+                self.resume_writing,
+                self.close,
+            )
+            self._writer.on_flushed = self._flushed
         if self.session is not None:
             self.session.connected(transport, self.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.connections.discard(self)
+        if self._writer is not None:
+            self._writer.close()
         if self.on_answered is not None:
             self.on_answered()
         if self._big is not None:
@@ -193,13 +210,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def answering(self) -> bool:
         """Requests read whose answers are not written yet."""
-        return bool(self._queue) and not self._closed
+        queued = self._writer is not None and self._writer.queued > 0
+        return (bool(self._queue) or queued) and not self._closed
+
+    def _flushed(self) -> None:
+        """The writer's queue emptied."""
+        if not self._queue and self.on_answered is not None:
+            self.on_answered()
 
     def close(self, reason: str) -> None:
         if self._closed:
             return
         log.warning("closing connection from %s: %s", self.peer, reason)
         self._closed = True
+        if self._writer is not None:
+            self._writer.close()
         if self.transport is not None:
             self.transport.close()
 
@@ -358,7 +383,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if session.state is not State.AUTHENTICATE:
             session.raw_tokens = False
         if self.transport is not None and not self._closed:
-            self.transport.write(SIZE.pack(len(outcome.token)) + outcome.token)
+            self._write([SIZE.pack(len(outcome.token)) + outcome.token])
 
     def _enqueue_ready(self, correlation_id: int, response: Any) -> None:
         if not self._queue and self.transport is not None:
@@ -384,15 +409,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drain()
 
     def _write(self, chunks: list[Any]) -> None:
+        if self._writer is not None:
+            self._writer.write(chunks)
+            return
         assert self.transport is not None
+        if any(isinstance(chunk, FileRegion) for chunk in chunks):
+            try:
+                chunks = [c.read() if isinstance(c, FileRegion) else c for c in chunks]
+            except OSError as exc:
+                release(chunks)
+                self.close(f"reading the answer's records failed: {exc.strerror or exc}")
+                return
         self.transport.writelines(chunks)
 
     def _drain(self) -> None:
         queue = self._queue
         while queue and queue[0].done:
             slot = queue.popleft()
-            if slot.chunks and self.transport is not None and not self._closed:
+            if not slot.chunks:
+                continue
+            if self.transport is not None and not self._closed:
                 self._write(slot.chunks)
+            else:
+                release(slot.chunks)
         if self.transport is not None and not self._closed:
             self._update_reading()
         if not queue and self.on_answered is not None:

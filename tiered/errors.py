@@ -53,7 +53,19 @@ class ObjectStoreUnavailable(ObjectStoreError):
     retriable = True
 
 
-def map_error(exc: BaseException, *, op: str, key: str = "") -> ObjectStoreError:  # noqa: PLR0911 - one mapping per botocore error kind
+def map_status(status: int, code: str, message: str, *, op: str, key: str = "") -> ObjectStoreError:
+    """An S3 error answer (HTTP ``status``, S3's error ``code`` and message) as ours: the
+    mapping ``map_error`` applies to botocore's ClientError, for requests made without it."""
+    where = f"{op} {key}".strip()
+    text = f"{where}: {code or status} {message}".strip()
+    if code in _NOT_FOUND_CODES or (status == 404 and not code):
+        return ObjectNotFound(text, op=op, key=key)
+    if code in _UNAVAILABLE_CODES or status >= 500 or status == 429:
+        return ObjectStoreUnavailable(text, op=op, key=key)
+    return ObjectStoreError(text, op=op, key=key)
+
+
+def map_error(exc: BaseException, *, op: str, key: str = "") -> ObjectStoreError:
     """The one place where botocore exceptions become ours."""
     where = f"{op} {key}".strip()
     if isinstance(exc, ObjectStoreError):
@@ -62,12 +74,7 @@ def map_error(exc: BaseException, *, op: str, key: str = "") -> ObjectStoreError
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        message = f"{where}: {code or status} {error.get('Message', '')}".strip()
-        if code in _NOT_FOUND_CODES or (status == 404 and not code):
-            return ObjectNotFound(message, op=op, key=key)
-        if code in _UNAVAILABLE_CODES or status >= 500 or status == 429:
-            return ObjectStoreUnavailable(message, op=op, key=key)
-        return ObjectStoreError(message, op=op, key=key)
+        return map_status(status, code, str(error.get("Message", "")), op=op, key=key)
     if isinstance(
         exc,
         bc.ConnectionError  # refused, connect/read timeouts, resets, proxy errors

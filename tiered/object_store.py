@@ -3,13 +3,16 @@
 ``S3ObjectStore`` speaks to any endpoint boto3 reaches (AWS S3, MinIO, Ceph, the embedded moto
 server). Its only state is its settings: the boto3 client is created on first use in each
 process (and again after a fork), so the object pickles (Spark ships it to executors).
-Every botocore exception is mapped once, in ``tiered.errors.map_error``.
+Every botocore exception is mapped once, in ``tiered.errors.map_error``. Ranged GETs, the
+remote tier's read path, are signed by boto3 and received by ``tiered.ranged_get``
+straight into the caller's buffer (``get_range_into``), unless a proxy is configured.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import ssl
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError, ObjectStoreUnavailable, map_error
+from tiered.ranged_get import PRESIGN_SECONDS, RangedGets, proxied
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,10 @@ class ObjectStore(Protocol):
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object (shorter if it ends first)."""
 
+    def get_range_into(self, key: str, start: int, end: int, out: memoryview) -> int:
+        """``get_range`` into the first bytes of ``out`` (at least ``end - start`` long);
+        how many were written."""
+
     def head(self, key: str) -> ObjectInfo:
         """Size and etag; ``ObjectNotFound`` if absent."""
 
@@ -75,6 +83,7 @@ class S3ObjectStore:
     def __init__(self, settings: ObjectStoreSettings) -> None:
         self.settings = settings
         self._client: Any = None
+        self._gets: RangedGets | None = None
         self._pid = 0
         self._lock = threading.Lock()
 
@@ -102,8 +111,20 @@ class S3ObjectStore:
             with self._lock:
                 if self._client is None or self._pid != pid:
                     self._client = self._make_client()
+                    self._gets = (
+                        None
+                        if proxied(self._client.meta.endpoint_url)
+                        else (RangedGets(self.settings, self._presign_get, _tls_context))
+                    )
                     self._pid = pid
         return self._client
+
+    def _presign_get(self, key: str) -> str:
+        return str(
+            self.client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=PRESIGN_SECONDS
+            )
+        )
 
     def _make_client(self) -> Any:
         # boto3 is imported here, on the first use, not with this module: it is 0.2-0.5 s
@@ -117,6 +138,7 @@ class S3ObjectStore:
             connect_timeout=s.connect_timeout_ms / 1000,
             read_timeout=s.read_timeout_ms / 1000,
             retries={"max_attempts": s.max_attempts, "mode": "standard"},
+            signature_version="s3v4",  # presigned GETs too (tiered.ranged_get)
             max_pool_connections=s.max_pool_connections,
             s3={"addressing_style": "path" if s.use_path_style else "auto"},
             # only send/verify checksums where S3 requires them: MinIO, Ceph and older
@@ -257,6 +279,22 @@ class S3ObjectStore:
     def get_range(self, key: str, start: int, end: int) -> bytes:
         if start < 0 or end <= start:
             raise ValueError(f"get_range {key}: empty or negative range [{start}, {end})")
+        self.client  # noqa: B018 - made (with the ranged-GET path) on first use
+        if self._gets is not None:
+            return bytes(self._gets.get(key, start, end))
+        return self._boto_range(key, start, end)
+
+    def get_range_into(self, key: str, start: int, end: int, out: memoryview) -> int:
+        if start < 0 or end <= start or len(out) < end - start:
+            raise ValueError(f"get_range {key}: bad range [{start}, {end}) or short buffer")
+        self.client  # noqa: B018 - as get_range
+        if self._gets is not None:
+            return int(self._gets.get(key, start, end, out))
+        data = self._boto_range(key, start, end)
+        out[: len(data)] = data
+        return len(data)
+
+    def _boto_range(self, key: str, start: int, end: int) -> bytes:
         try:
             resp = self.client.get_object(
                 Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}"
@@ -303,3 +341,10 @@ class S3ObjectStore:
             if not resp.get("IsTruncated") or not token:
                 return
             kwargs["ContinuationToken"] = token
+
+
+def _tls_context() -> ssl.SSLContext:
+    """What boto3 verifies an HTTPS endpoint with: ``AWS_CA_BUNDLE``, else botocore's bundle."""
+    from botocore.httpsession import get_cert_path  # noqa: PLC0415 - botocore is deferred
+
+    return ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or get_cert_path(True))

@@ -198,6 +198,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             minimum=1024,
         ),
         ConfigDef(
+            "socket.sendfile.min.bytes",
+            I,
+            65536,
+            "A fetch answer's batches of one partition that add up to at least this many bytes "
+            "are sent from the segment file (or the remote tier's chunk cache) with sendfile, "
+            "never read into the broker, on listeners without TLS (a TLS listener reads them "
+            "back). 0: always read them.",
+            minimum=0,
+        ),
+        ConfigDef(
             "queued.max.request.bytes",
             L,
             256 * 1024 * 1024,

@@ -42,6 +42,7 @@ from dataplane.authorizer import Operation
 from dataplane.handlers.context import RequestContext
 from dataplane.handlers.leader_hints import FETCH_HINT_VERSION, FETCH_HINTED, LeaderHints
 from dataplane.log.partition_log import PartitionLog
+from dataplane.log.region import FileRegion
 from dataplane.replication.partition import Partition
 from wire.errors import BrokerError, error_code_for
 from wire.record_batch import iter_headers
@@ -52,6 +53,8 @@ REMOTE = b"<remote>"
 """Placeholder result of a partition to read from the remote tier."""
 ZERO_UUID = uuid.UUID(int=0)
 READ_COMMITTED = 1
+Records = bytes | memoryview | FileRegion
+"""A partition's answer: batches read, or a region of a file the connection sends."""
 
 
 @dataclass(slots=True)
@@ -72,7 +75,8 @@ class _Wanted:
 
 def handle(ctx: RequestContext, request: req.FetchRequest) -> Any:
     wanted = _resolve(ctx, request)
-    results, total = _read_all(wanted, request.max_bytes)
+    region_min = ctx.broker.config.get_int("socket.sendfile.min.bytes")
+    results, total = _read_all(wanted, request.max_bytes, region_min)
     if any(data is REMOTE for _, data in results):
         return _read_remote(ctx, request, wanted, results, total)
     wait_ms = request.max_wait.total_seconds() * 1000
@@ -82,17 +86,17 @@ def handle(ctx: RequestContext, request: req.FetchRequest) -> Any:
         or any(w.error is not ErrorCode.none for w in wanted)
     ):
         return _response(ctx, request, wanted, results)
-    return _long_poll(ctx, request, wanted, wait_ms / 1000)
+    return _long_poll(ctx, request, wanted, wait_ms / 1000, region_min)
 
 
 async def _long_poll(
-    ctx: RequestContext, request: Any, wanted: list[_Wanted], wait_s: float
+    ctx: RequestContext, request: Any, wanted: list[_Wanted], wait_s: float, region_min: int
 ) -> Any:
     deadline = time.monotonic() + wait_s
     while True:
         # Read first: requests behind this one on the connection may have appended
         # between the handler's first read and this task's start.
-        results, total = _read_all(wanted, request.max_bytes)
+        results, total = _read_all(wanted, request.max_bytes, region_min)
         remaining = deadline - time.monotonic()
         failed = any(code is not ErrorCode.none for code, _ in results)
         if total >= request.min_bytes or remaining <= 0 or failed:
@@ -111,7 +115,7 @@ async def _read_remote(
     ctx: RequestContext,
     request: Any,
     wanted: list[_Wanted],
-    results: list[tuple[ErrorCode, bytes | memoryview]],
+    results: list[tuple[ErrorCode, Records]],
     total: int,
 ) -> Any:
     remote = ctx.broker.remote
@@ -199,9 +203,12 @@ def _resolve(ctx: RequestContext, request: Any) -> list[_Wanted]:
 
 
 def _read_all(
-    wanted: list[_Wanted], max_bytes: int
-) -> tuple[list[tuple[ErrorCode, bytes | memoryview]], int]:
-    results: list[tuple[ErrorCode, bytes | memoryview]] = []
+    wanted: list[_Wanted], max_bytes: int, region_min: int
+) -> tuple[list[tuple[ErrorCode, Records]], int]:
+    """Each partition's batches; with ``region_min`` > 0, as a ``FileRegion`` where they
+    add up to that many bytes (but for read_committed, whose aborted transactions are
+    found from the batches' headers)."""
+    results: list[tuple[ErrorCode, Records]] = []
     total = 0
     for w in wanted:
         if w.plog is None:
@@ -224,9 +231,10 @@ def _read_all(
             else:
                 upper = plog.last_stable_offset if w.committed else plog.high_watermark
             if w.offset > upper and not w.replica and w.offset <= plog.log_end_offset:
-                data: bytes | memoryview = b""  # beyond the HW / LSO: nothing yet
+                data: Records = b""  # beyond the HW / LSO: nothing yet
             else:
-                data = plog.read(w.offset, max(budget, 1), upper=upper)
+                least = 0 if w.committed else region_min
+                data = plog.read_region(w.offset, max(budget, 1), upper=upper, region_min=least)
         except BrokerError as exc:
             results.append((error_code_for(exc), b""))
             continue
@@ -239,7 +247,7 @@ def _response(
     ctx: RequestContext,
     request: Any,
     wanted: list[_Wanted],
-    results: list[tuple[ErrorCode, bytes | memoryview]],
+    results: list[tuple[ErrorCode, Records]],
     remote_aborted: dict[int, list[tuple[int, int]]] | None = None,
 ) -> Any:
     """``remote_aborted``: the aborted transactions of partitions (by position) read from
@@ -262,7 +270,7 @@ def _response(
             start = plog.log_start_offset if w.replica else plog.first_offset
             if w.committed and remote_aborted is not None and i in remote_aborted:
                 aborted = _as_aborted(ctx, remote_aborted[i])
-            elif w.committed:
+            elif w.committed and not isinstance(data, FileRegion):  # never one: _read_all
                 aborted = _aborted(ctx, plog, w.offset, data)
         hint: dict[str, Any] = {}
         if hints is not None and code in FETCH_HINTED:

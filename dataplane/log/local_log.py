@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dataplane.durable import fsync_dir
+from dataplane.log.region import FileRegion
 from dataplane.log.segment import MAX_RELATIVE_OFFSET, Segment, background_executor, segment_name
 from wire.errors import LogDirFull
 from wire.record_batch import BatchHeader, decode_records
@@ -207,17 +208,20 @@ class LocalLog:
 
     # ------------------------------------------------------------------ read
 
-    def read(self, offset: int, max_bytes: int, limit: int) -> bytes | memoryview:
+    def read(
+        self, offset: int, max_bytes: int, limit: int, region_min: int = 0
+    ) -> bytes | memoryview | FileRegion:
         """Whole batches from the one holding ``offset`` (the caller checked it is in the
         log), up to ``max_bytes`` but at least one, none holding an offset >= ``limit``;
-        within one segment."""
+        within one segment. With ``region_min`` > 0, batches adding up to at least that
+        many bytes come as a ``FileRegion`` of the segment file, not read."""
         segments = self.segments
         index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         while index < len(segments):
             segment = segments[index]
             found = segment.position_for(offset)
             if found is not None:
-                return _read_from(segment, found[0], found[1], max_bytes, limit)
+                return _read_from(segment, found[0], found[1], max_bytes, limit, region_min)
             index += 1
         return b""
 
@@ -345,10 +349,16 @@ class LocalLog:
         return [segment_name(s.base_offset, ".log") for s in self.segments]
 
 
-def _read_from(
-    segment: Segment, position: int, first: BatchHeader, max_bytes: int, limit: int
-) -> bytes | memoryview:
-    """Whole batches from ``position``: below ``limit``, about ``max_bytes``, at least one."""
+def _read_from(  # noqa: PLR0917 - a read's coordinates
+    segment: Segment,
+    position: int,
+    first: BatchHeader,
+    max_bytes: int,
+    limit: int,
+    region_min: int = 0,
+) -> bytes | memoryview | FileRegion:
+    """Whole batches from ``position``: below ``limit``, about ``max_bytes``, at least one
+    (a region of the file when they are ``region_min`` bytes or more)."""
     if first.last_offset >= limit:
         return b""
     end_cap = segment.size
@@ -357,6 +367,13 @@ def _read_from(
         if cut is not None:
             end_cap = cut[0]
     want_end = max(min(end_cap, position + max_bytes), position + first.size)
+    if region_min > 0 and want_end - position >= region_min:
+        if want_end == end_cap:
+            end = end_cap
+        else:
+            end = max(segment.whole_batches_end(position, want_end), position + first.size)
+        if end - position >= region_min:
+            return segment.region(position, end - position)
     data = segment.read_at(position, want_end - position)
     if want_end == end_cap or len(data) < want_end - position:
         return data if want_end == end_cap else _cut(data, 0)

@@ -57,6 +57,7 @@ from dataplane.log.loader import (
 )
 from dataplane.log.local_log import LocalLog
 from dataplane.log.producer_state import ProducerStateTable
+from dataplane.log.region import FileRegion
 from dataplane.log.replica_batches import replica_batches
 from dataplane.log.segment import MAX_RELATIVE_OFFSET, Segment, segment_name
 from dataplane.log.transactions import (
@@ -536,29 +537,31 @@ class PartitionLog:
     # ------------------------------------------------------------------ read
 
     def read(self, offset: int, max_bytes: int, *, upper: int | None = None) -> bytes | memoryview:
-        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
-
-        At least one batch is returned when any is available, even if larger than
-        ``max_bytes`` (as Kafka does, so consumers always make progress). No batch holding
-        an offset at or after ``upper`` (default: the high watermark) is returned. Reads
-        stay within one segment.
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``: at least
+        one when any is available, even if larger than ``max_bytes`` (as Kafka does, so
+        consumers always make progress), none holding an offset at or after ``upper``
+        (default: the high watermark), within one segment. ``read_region``: batches adding
+        up to ``region_min`` bytes or more (if above 0) come as a ``FileRegion``, not read.
         """
+        data = self.read_region(offset, max_bytes, upper=upper)
+        return data if not isinstance(data, FileRegion) else data.read()
+
+    def read_region(
+        self, offset: int, max_bytes: int, *, upper: int | None = None, region_min: int = 0
+    ) -> bytes | memoryview | FileRegion:
         local = self._local
         if local.closed:
             raise UnknownTopicOrPartition(f"{self.name} was deleted or is shutting down")
-        if upper is not None:
-            limit = upper
-        elif self.auto_high_watermark:
+        limit = upper if upper is not None else self._high_watermark
+        if upper is None and self.auto_high_watermark:
             limit = local.segments[-1].next_offset
-        else:
-            limit = self._high_watermark
         if offset == limit:
             return b""
         if offset < self.log_start_offset or offset > limit:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self.log_start_offset}, {limit}] of {self.name}"
             )
-        return local.read(offset, max_bytes, limit)
+        return local.read(offset, max_bytes, limit, region_min)
 
     # ------------------------------------------------------------------ lookups
 

@@ -39,6 +39,7 @@ import crc32c
 
 from dataplane import clock
 from dataplane.durable import write_all, write_atomically
+from dataplane.log.region import FileRegion
 from wire.record_batch import (
     CRC_START,
     HEADER,
@@ -262,6 +263,28 @@ class Segment:
         if fd < 0:
             raise OSError(errno.EBADF, f"segment {self.path.name} is closed")
         return os.pread(fd, size, position)
+
+    def region(self, position: int, size: int) -> FileRegion:
+        """Bytes ``[position, position + size)`` as a region (sent with sendfile)."""
+        fd = self.fd
+        if fd < 0:
+            raise OSError(errno.EBADF, f"segment {self.path.name} is closed")
+        return FileRegion.of(fd, position, size)
+
+    def whole_batches_end(self, start: int, limit: int) -> int:
+        """The end of the last whole batch at or before byte ``limit``, walking from the
+        batch at ``start``; ``start`` when none ends by then. The walk starts at the
+        nearest indexed batch before ``limit`` (``index.interval.bytes`` back, or one
+        batch), reading headers only."""
+        position = max(start, self.floor_position(limit))
+        end = position
+        for at, buf, rel in self._walk(position, self.index_interval + HEADER_SIZE):
+            (length,) = _BATCH_LENGTH.unpack_from(buf, rel + 8)
+            step = length + LOG_OVERHEAD
+            if at + step > limit:
+                break
+            end = at + step
+        return end
 
     def header_at(self, position: int) -> BatchHeader | None:
         raw = self.read_at(position, HEADER_SIZE)

@@ -13,6 +13,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from tests.support.tiering import TEST_ADMIN
+from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3, free_port
 from tiered.errors import (
     ObjectNotFound,
@@ -78,6 +79,45 @@ def test_stopped_server_is_unavailable(tmp_path: Path) -> None:
             call()
         assert info.value.retriable
         assert "Could not connect" in str(info.value)
+    with pytest.raises(ObjectStoreUnavailable) as info:  # the ranged-GET path
+        store.get_range("k", 0, 1)
+    assert info.value.retriable
+    assert "Connection refused" in str(info.value)
+    assert f"({store.settings.max_attempts} attempts)" in str(info.value)
+
+
+def test_ranged_get_errors_are_s3s(tmp_path: Path) -> None:
+    """A ranged GET answered with an error is mapped as boto3's are: a wrong secret is
+    SignatureDoesNotMatch (not retriable), an unknown key id InvalidAccessKeyId."""
+    server = EmbeddedS3(tmp_path / "data", admin=TEST_ADMIN).start()
+    try:
+        store = S3ObjectStore(settings_for(server.endpoint, "bkt"))
+        store.ensure_bucket()
+        store.put("k", b"v" * 100)
+        assert store.get_range("k", 10, 20) == b"v" * 10
+        wrong = S3ObjectStore(
+            ObjectStoreSettings(
+                endpoint=server.endpoint,
+                bucket="bkt",
+                access_key_id=TEST_ADMIN.access_key_id,
+                secret_access_key="not-the-secret",
+            )
+        )
+        with pytest.raises(ObjectStoreError, match="SignatureDoesNotMatch") as info:
+            wrong.get_range("k", 0, 10)
+        assert not info.value.retriable
+        unknown = S3ObjectStore(
+            ObjectStoreSettings(
+                endpoint=server.endpoint,
+                bucket="bkt",
+                access_key_id="nobody",
+                secret_access_key="x",
+            )
+        )
+        with pytest.raises(ObjectStoreError, match="InvalidAccessKeyId"):
+            unknown.get_range("k", 0, 10)
+    finally:
+        server.stop()
 
 
 SILENT_FOR_S = 20.0
@@ -121,3 +161,6 @@ def test_read_timeout_is_unavailable(silent_server: int) -> None:
     with pytest.raises(ObjectStoreUnavailable) as info:
         store.get("k")
     assert "Read timeout" in str(info.value)  # the store's bound, not the server's close
+    with pytest.raises(ObjectStoreUnavailable) as info:  # the ranged-GET path
+        store.get_range("k", 0, 10)
+    assert "timed out" in str(info.value)  # the socket's read timeout, not the close

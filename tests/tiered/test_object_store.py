@@ -110,3 +110,32 @@ def test_pickled_store_works(store: S3ObjectStore) -> None:
     assert copy.get("k") == b"before pickling"
     copy.put("k2", b"from the copy")
     assert store.get("k2") == b"from the copy"
+
+
+def test_get_range_into_a_buffer(store: S3ObjectStore) -> None:
+    data = os.urandom(3 * MiB + 17)
+    store.put("into", data)
+    out = memoryview(bytearray(4 * MiB))
+    assert store.get_range_into("into", 5, 2 * MiB, out) == 2 * MiB - 5
+    assert out[: 2 * MiB - 5] == data[5 : 2 * MiB]
+    assert store.get_range_into("into", 3 * MiB, 4 * MiB, out) == 17  # the object ends first
+    assert out[:17] == data[3 * MiB :]
+    with pytest.raises(ValueError, match="short buffer"):
+        store.get_range_into("into", 0, 5 * MiB, out)
+    with pytest.raises(ObjectNotFound):
+        store.get_range_into("nope", 0, 10, out)
+
+
+def test_ranged_gets_go_through_boto3_behind_a_proxy(
+    store: S3ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a proxy for the endpoint in the environment, boto3 (which honours it) makes
+    the GETs. The proxy here is unreachable, so a GET through it fails: proof it was used."""
+    store.put("proxied", b"0123456789")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # discard: nothing listens
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    proxied = S3ObjectStore(store.settings)
+    with pytest.raises(ObjectStoreError, match="proxy"):
+        proxied.get_range("proxied", 2, 5)
+    assert proxied._gets is None  # which path was chosen
