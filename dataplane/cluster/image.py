@@ -93,12 +93,25 @@ class RemoteLog:
     DeleteRecords set one)."""
 
     segments: dict[str, RemoteSegment] = field(default_factory=dict)
+    """Change it through ``put`` and ``remove`` only: they keep ``finished`` current."""
     log_start_offset: int = -1
+    _finished: tuple[RemoteSegment, ...] | None = field(default=None, repr=False, compare=False)
 
-    def finished(self) -> list[RemoteSegment]:
-        """Readable segments, by base offset."""
-        done = [s for s in self.segments.values() if s.state == COPY_FINISHED]
-        return sorted(done, key=lambda s: s.base_offset)
+    def put(self, segment: RemoteSegment) -> None:
+        self.segments[segment.segment_id] = segment
+        self._finished = None
+
+    def remove(self, segment_id: str) -> None:
+        self.segments.pop(segment_id, None)
+        self._finished = None
+
+    def finished(self) -> tuple[RemoteSegment, ...]:
+        """Readable segments, by base offset (sorted once per change: every fetch below
+        the local log start asks, and a partition may hold thousands)."""
+        if self._finished is None:
+            done = [s for s in self.segments.values() if s.state == COPY_FINISHED]
+            self._finished = tuple(sorted(done, key=lambda s: s.base_offset))
+        return self._finished
 
     def end_offset(self) -> int:
         """One past the last offset held remotely (0 when nothing is)."""
@@ -258,12 +271,12 @@ class MetadataImage:
             segment = RemoteSegment.from_dict(rec.segment)
             key = self._remote_key(segment.topic_id, segment.partition)
             if key is not None:
-                self.remote.setdefault(key, RemoteLog()).segments[segment.segment_id] = segment
+                self.remote.setdefault(key, RemoteLog()).put(segment)
                 delta.remote.add(key)
         elif isinstance(rec, r.RemoteSegmentDeleted):
             key = self._remote_key(rec.topic_id, rec.partition)
             if key is not None and key in self.remote:
-                self.remote[key].segments.pop(rec.segment_id, None)
+                self.remote[key].remove(rec.segment_id)
                 delta.remote.add(key)
         elif isinstance(rec, r.RemoteLogStart):
             key = self._remote_key(rec.topic_id, rec.partition)

@@ -620,6 +620,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "remote.fetch.cache.admit.fetches",
+            I,
+            2,
+            "A remote chunk is written to the disk cache the Nth time it is fetched (1: every "
+            "fetched chunk): a consumer reading history once does not pay for writing a cache "
+            "it never reads; a chunk read again soon is cached.",
+            minimum=1,
+            maximum=16,
+            read_only=True,
+        ),
+        ConfigDef(
+            "remote.fetch.memory.bytes",
+            L,
+            64 * 1024 * 1024,
+            "Remote chunks fetched last that are also held in memory (least recently used "
+            "dropped first, they stay in the disk cache): the fetches that read them are "
+            "answered on the event loop, without a file read or a thread. 0: none.",
+            minimum=0,
+            read_only=True,
+        ),
+        ConfigDef(
             "remote.fetch.readahead.chunks",
             I,
             1,

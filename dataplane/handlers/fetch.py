@@ -206,8 +206,7 @@ def _read_all(
     wanted: list[_Wanted], max_bytes: int, region_min: int
 ) -> tuple[list[tuple[ErrorCode, Records]], int]:
     """Each partition's batches; with ``region_min`` > 0, as a ``FileRegion`` where they
-    add up to that many bytes (but for read_committed, whose aborted transactions are
-    found from the batches' headers)."""
+    add up to that many bytes."""
     results: list[tuple[ErrorCode, Records]] = []
     total = 0
     for w in wanted:
@@ -233,8 +232,9 @@ def _read_all(
             if w.offset > upper and not w.replica and w.offset <= plog.log_end_offset:
                 data: Records = b""  # beyond the HW / LSO: nothing yet
             else:
-                least = 0 if w.committed else region_min
-                data = plog.read_region(w.offset, max(budget, 1), upper=upper, region_min=least)
+                data = plog.read_region(
+                    w.offset, max(budget, 1), upper=upper, region_min=region_min
+                )
         except BrokerError as exc:
             results.append((error_code_for(exc), b""))
             continue
@@ -270,7 +270,7 @@ def _response(
             start = plog.log_start_offset if w.replica else plog.first_offset
             if w.committed and remote_aborted is not None and i in remote_aborted:
                 aborted = _as_aborted(ctx, remote_aborted[i])
-            elif w.committed and not isinstance(data, FileRegion):  # never one: _read_all
+            elif w.committed:
                 aborted = _aborted(ctx, plog, w.offset, data)
         hint: dict[str, Any] = {}
         if hints is not None and code in FETCH_HINTED:
@@ -313,7 +313,7 @@ def _response(
 
 
 def _aborted(
-    ctx: RequestContext, plog: PartitionLog, offset: int, data: bytes | memoryview
+    ctx: RequestContext, plog: PartitionLog, offset: int, data: Records
 ) -> tuple[Any, ...]:
     """The aborted transactions overlapping the batches served (read_committed)."""
     if not data:
@@ -328,6 +328,8 @@ def _as_aborted(ctx: RequestContext, found: list[tuple[int, int]]) -> tuple[Any,
     )
 
 
-def _served_end(data: bytes | memoryview, offset: int) -> int:
+def _served_end(data: Records, offset: int) -> int:
     """One past the last offset of the whole batches in ``data``."""
+    if isinstance(data, FileRegion):
+        return data.next_offset if data.next_offset >= 0 else offset + 1
     return max((h.next_offset for h in iter_headers(data)), default=offset + 1)

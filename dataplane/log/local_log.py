@@ -368,12 +368,11 @@ def _read_from(  # noqa: PLR0917 - a read's coordinates
             end_cap = cut[0]
     want_end = max(min(end_cap, position + max_bytes), position + first.size)
     if region_min > 0 and want_end - position >= region_min:
-        if want_end == end_cap:
-            end = end_cap
-        else:
-            end = max(segment.whole_batches_end(position, want_end), position + first.size)
+        end, next_offset = segment.whole_batches_end(position, want_end)
+        if end < position + first.size:
+            end, next_offset = position + first.size, first.last_offset + 1
         if end - position >= region_min:
-            return segment.region(position, end - position)
+            return segment.region(position, end - position, next_offset)
     data = segment.read_at(position, want_end - position)
     if want_end == end_cap or len(data) < want_end - position:
         return data if want_end == end_cap else _cut(data, 0)

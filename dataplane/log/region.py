@@ -27,18 +27,20 @@ class FileRegion:
     """``length`` bytes of a file from byte ``offset``; ``len()`` is its length, so kio
     frames it as any records value."""
 
-    __slots__ = ("fd", "length", "offset")
+    __slots__ = ("fd", "length", "next_offset", "offset")
 
-    def __init__(self, fd: int, offset: int, length: int) -> None:
-        """``fd``: a descriptor the region now owns (a duplicate: ``FileRegion.of``)."""
+    def __init__(self, fd: int, offset: int, length: int, next_offset: int = -1) -> None:
+        """``fd``: a descriptor the region now owns (a duplicate: ``FileRegion.of``);
+        ``next_offset``: one past the last offset of the batches in it (-1: not known)."""
         self.fd = fd
         self.offset = offset
         self.length = length
+        self.next_offset = next_offset
 
     @classmethod
-    def of(cls, fd: int, offset: int, length: int) -> FileRegion:
+    def of(cls, fd: int, offset: int, length: int, next_offset: int = -1) -> FileRegion:
         """A region of the file open at ``fd`` (which stays the caller's)."""
-        return cls(os.dup(fd), offset, length)
+        return cls(os.dup(fd), offset, length, next_offset)
 
     def __len__(self) -> int:
         return self.length

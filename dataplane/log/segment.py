@@ -264,27 +264,34 @@ class Segment:
             raise OSError(errno.EBADF, f"segment {self.path.name} is closed")
         return os.pread(fd, size, position)
 
-    def region(self, position: int, size: int) -> FileRegion:
-        """Bytes ``[position, position + size)`` as a region (sent with sendfile)."""
+    def region(self, position: int, size: int, next_offset: int) -> FileRegion:
+        """Bytes ``[position, position + size)``, whole batches ending with offset
+        ``next_offset`` - 1, as a region (sent with sendfile)."""
         fd = self.fd
         if fd < 0:
             raise OSError(errno.EBADF, f"segment {self.path.name} is closed")
-        return FileRegion.of(fd, position, size)
+        return FileRegion.of(fd, position, size, next_offset)
 
-    def whole_batches_end(self, start: int, limit: int) -> int:
-        """The end of the last whole batch at or before byte ``limit``, walking from the
-        batch at ``start``; ``start`` when none ends by then. The walk starts at the
-        nearest indexed batch before ``limit`` (``index.interval.bytes`` back, or one
-        batch), reading headers only."""
+    def whole_batches_end(self, start: int, limit: int) -> tuple[int, int]:
+        """(end, next offset) of the last whole batch at or before byte ``limit``, walking
+        from the batch at ``start``; (``start``, -1) when none ends by then. The walk
+        starts at the nearest indexed batch before ``limit`` (``index.interval.bytes``
+        back, or one batch), reading headers only."""
         position = max(start, self.floor_position(limit))
-        end = position
-        for at, buf, rel in self._walk(position, self.index_interval + HEADER_SIZE):
-            (length,) = _BATCH_LENGTH.unpack_from(buf, rel + 8)
-            step = length + LOG_OVERHEAD
-            if at + step > limit:
-                break
-            end = at + step
-        return end
+        while True:
+            end, next_offset = start, -1
+            for at, buf, rel in self._walk(position, self.index_interval + HEADER_SIZE):
+                (length,) = _BATCH_LENGTH.unpack_from(buf, rel + 8)
+                step = length + LOG_OVERHEAD
+                if at + step > limit:
+                    break
+                (base,) = _BASE_AND_DELTA.unpack_from(buf, rel)
+                (delta,) = _LAST_DELTA.unpack_from(buf, rel + 23)
+                end, next_offset = at + step, base + delta + 1
+            if next_offset >= 0 or position <= start:
+                return end, next_offset
+            # the batch at the index entry crosses limit: walk from the entry before it
+            position = max(start, self.floor_position(position - 1))
 
     def header_at(self, position: int) -> BatchHeader | None:
         raw = self.read_at(position, HEADER_SIZE)

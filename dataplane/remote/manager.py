@@ -107,6 +107,8 @@ class RemoteLogManager:
             config.get_int("remote.fetch.cache.bytes"),
             config.get_int("remote.fetch.chunk.bytes"),
             config.get_int("remote.fetch.readahead.chunks"),
+            memory_bytes=config.get_int("remote.fetch.memory.bytes"),
+            admit_fetches=config.get_int("remote.fetch.cache.admit.fetches"),
         )
         self.reader = RemoteReader(self.store, self.cache, self.cluster_id)
         self.copier_threads = config.get_int("remote.log.manager.copier.thread.pool.size")
@@ -391,6 +393,9 @@ class RemoteLogManager:
         segment, following = self._segments_at(plog, offset)
         if segment is None:
             raise OffsetOutOfRange(f"offset {offset} of {plog.name} is in neither tier")
+        resident = self.reader.read_resident(segment, offset, max_bytes, following)
+        if resident is not None:  # in memory: answered here, without a thread
+            return resident
         timeout = self.config.get_seconds("remote.fetch.max.wait.ms")
         try:
             data: bytes | memoryview = await asyncio.wait_for(

@@ -10,12 +10,23 @@ the leader epoch one of the segment's, the length within the object. A failure d
 cached chunks of the object and reads them again once; a second one is reported as
 RemoteStorageError, never returned.
 
+Parsed indexes are kept (``INDEXES`` of them, least recently used dropped first): segments
+are immutable, and every fetch looks one up. ``read_resident`` is ``read`` for data the
+chunk cache holds in memory: it never blocks (no file, no request), so the broker runs it
+on its event loop and hands only the rest to its reader threads. It gives up (None) on
+anything it cannot do without waiting, a damaged batch included: the blocking read then
+reads it again and reports it.
+
 ``aborted`` reads a segment's ``.txnindex`` object (the aborted transactions overlapping
 it, see ``tiered.layout``) the same way: through the chunk cache, so it is fetched once
 while the cache keeps it, refetched once if it does not parse.
 """
 
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 
 import crc32c
 
@@ -37,6 +48,11 @@ from wire.segment_index import IndexView, parse_index
 from wire.transactions import TXN_INDEX_ENTRY_SIZE, AbortedTxn, parse_txn_index
 
 MIN_WINDOW = 64 * 1024
+INDEXES = 1024
+"""Parsed segment indexes kept in memory."""
+
+_Getter = Callable[[str, int, int, int], "bytes | memoryview"]
+"""(object key, object size, start, end) -> bytes [start, end) of the object."""
 
 
 class RemoteReader:
@@ -44,18 +60,76 @@ class RemoteReader:
         self.store = store
         self.cache = cache
         self.cluster_id = cluster_id
+        self._indexes: OrderedDict[str, IndexView] = OrderedDict()
+        self._lock = threading.Lock()
 
     def index(self, segment: RemoteSegment) -> IndexView:
         key = segment_keys(self.cluster_id, segment).index
+        known = self._known_index(key)
+        if known is not None:
+            return known
         for attempt in range(2):
             raw = self._get(key, segment.index_bytes, 0, segment.index_bytes)
-            view = parse_index(bytes(raw))
-            if view is not None and view.base_offset == segment.base_offset:
+            view = self._parsed(key, segment, raw)
+            if view is not None:
                 return view
             self.cache.invalidate(key)
             if attempt:
                 break
         raise RemoteStorageError(f"the index object {key} is damaged (CRC or format)")
+
+    def _parsed(
+        self, key: str, segment: RemoteSegment, raw: bytes | memoryview
+    ) -> IndexView | None:
+        """The index object ``raw`` of ``segment`` parsed and kept; None if damaged."""
+        view = parse_index(bytes(raw))
+        if view is None or view.base_offset != segment.base_offset:
+            return None
+        with self._lock:
+            self._indexes[key] = view
+            while len(self._indexes) > INDEXES:
+                self._indexes.popitem(last=False)
+        return view
+
+    def _known_index(self, key: str) -> IndexView | None:
+        with self._lock:
+            view = self._indexes.get(key)
+            if view is not None:
+                self._indexes.move_to_end(key)
+            return view
+
+    def read_resident(
+        self,
+        segment: RemoteSegment,
+        offset: int,
+        max_bytes: int,
+        following: RemoteSegment | None = None,
+    ) -> bytes | memoryview | None:
+        """``read`` from what is in memory, or None (then ``read`` must be called)."""
+        keys = segment_keys(self.cluster_id, segment)
+        index = self._known_index(keys.index)
+        if index is None:  # its object read ahead into memory, but not parsed yet?
+            size = segment.index_bytes
+            raw = self.cache.read_resident(self.store, keys.index, size, 0, size)
+            index = None if raw is None else self._parsed(keys.index, segment, raw)
+            if index is None:
+                return None
+        position, base = index.entry_for(offset)
+        try:
+            data, end = self._whole_batches(
+                segment, keys.log, position, base, max_bytes, offset, self._resident
+            )
+        except (_Damaged, _NotResident):
+            return None
+        if following is not None:
+            self._prefetch_following(segment, end, following)
+        return data
+
+    def _resident(self, key: str, size: int, start: int, end: int) -> bytes | memoryview:
+        data = self.cache.read_resident(self.store, key, size, start, end)
+        if data is None:
+            raise _NotResident
+        return data
 
     def aborted(self, segment: RemoteSegment) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``segment`` ([] when it has no
@@ -172,11 +246,14 @@ class RemoteReader:
         expected: int,
         max_bytes: int,
         offset: int,
+        get: _Getter | None = None,
     ) -> tuple[bytes | memoryview, int]:
         """Checked batches from ``position`` (where base offset ``expected`` starts),
         skipping those wholly below ``offset``, up to ``max_bytes`` (at least one); and the
         byte position in the object where they end. The batches taken from one window are
-        one slice of it (no copy when they are all of it)."""
+        one slice of it (no copy when they are all of it). ``get`` reads the object
+        (default: through the chunk cache, waiting for what it lacks)."""
+        get = get or self._get
         size = segment.size_bytes
         epochs = {epoch for epoch, _ in segment.epochs}
         window = max(MIN_WINDOW, max_bytes)
@@ -184,7 +261,7 @@ class RemoteReader:
         taken = 0
         while position < size:
             end = min(size, position + window)
-            chunk = self._get(key, size, position, end)
+            chunk = get(key, size, position, end)
             at = 0
             first = -1  # where this window's batches that are taken begin
             full = False  # max_bytes reached: the next batch is left out
@@ -217,7 +294,7 @@ class RemoteReader:
                         "batch header"
                     )
                 # one batch larger than the window: widen the window to it
-                head = self._get(key, size, position, min(size, position + HEADER_SIZE))
+                head = get(key, size, position, min(size, position + HEADER_SIZE))
                 window = max(window, parse_header(head, 0).size)
                 continue
             position += at
@@ -234,6 +311,10 @@ class RemoteReader:
 
 class _Damaged(Exception):
     """What was read is not what was uploaded."""
+
+
+class _NotResident(Exception):
+    """A read from memory needs bytes the chunk cache does not hold there."""
 
 
 def _check(

@@ -17,6 +17,7 @@ from dataplane.config import BrokerConfig
 from dataplane.handlers.list_offsets import tiered_lookup
 from dataplane.log.loader import LOG_START_FILE
 from dataplane.log.partition_log import PartitionLog
+from dataplane.log.region import FileRegion
 from dataplane.log.segment import Segment, segment_name
 from dataplane.replication.partition import Partition
 from wire.compression import CODEC_GZIP
@@ -478,3 +479,29 @@ def test_tiered_timestamp_lookup_survives_local_retention(tmp_path: Path) -> Non
     assert got == wanted
     assert len(calls) == 2
     assert calls[1] > calls[0]
+
+
+@pytest.mark.parametrize("index_interval", [0, 300, 4096])
+def test_a_region_holds_what_read_returns(tmp_path: Path, index_interval: int) -> None:
+    """``read_region`` (a fetch answer sent with sendfile) covers the very batches ``read``
+    returns, for every start offset, size bound and upper bound, and knows the offset
+    after its last batch (read_committed's aborted-transaction range)."""
+    plog = open_log(tmp_path, index_interval_bytes=index_interval, segment_bytes=40_000)
+    for i in range(60):  # batches of 1-9 records, some large
+        size = 2_000 if i % 7 == 0 else 40
+        produce(plog, [(b"k%d" % j, bytes([i]) * size) for j in range(1 + i % 9)])
+    end = plog.high_watermark
+    checked = 0
+    for offset in range(0, end, 3):
+        for max_bytes in (1, 500, 3_000, 9_000):
+            for upper in (end, offset + 5):
+                want = bytes(plog.read(offset, max_bytes, upper=min(upper, end)))
+                got = plog.read_region(offset, max_bytes, upper=min(upper, end), region_min=1)
+                if not isinstance(got, FileRegion):
+                    assert want == bytes(got) == b""
+                    continue
+                assert got.read() == want
+                assert got.next_offset == list(iter_headers(want))[-1].next_offset
+                checked += 1
+    assert checked > 500
+    plog.close()

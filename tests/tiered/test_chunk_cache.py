@@ -326,3 +326,56 @@ def test_a_failed_read_ahead_fails_its_waiter_once(tmp_path: Path) -> None:
         cache.read(store, "obj", len(data), 2 * CHUNK, 3 * CHUNK)
     wait_idle(cache)
     assert cache.stats()["cached_chunks"] == 2
+
+
+def test_memory_holds_the_chunks_fetched_last(store: S3ObjectStore, tmp_path: Path) -> None:
+    """The chunks fetched last are also in memory (``memory_bytes``): ``read_resident``
+    serves them, and only them, without a request or a file read; every read equals the
+    object's bytes; memory never holds more than its bound."""
+    data = put(store, "memory", 10 * CHUNK + 123)
+    cache = ChunkCache(tmp_path / "cache", 100 * CHUNK, CHUNK, memory_bytes=3 * CHUNK)
+    assert cache.read_resident(store, "memory", len(data), 0, 10) is None  # nothing yet
+    assert cache.read(store, "memory", len(data), 0, 5 * CHUNK) == data[: 5 * CHUNK]
+    requests = cache.stats()["requests"]
+    # chunks 2, 3 and 4 are in memory; 0 and 1 were dropped from it (still on disk)
+    assert (
+        cache.read_resident(store, "memory", len(data), 2 * CHUNK + 5, 5 * CHUNK)
+        == (data[2 * CHUNK + 5 : 5 * CHUNK])
+    )
+    assert cache.read_resident(store, "memory", len(data), CHUNK - 1, CHUNK + 1) is None
+    assert cache.read(store, "memory", len(data), 0, CHUNK) == data[:CHUNK]  # from disk
+    assert cache.stats()["requests"] == requests
+    assert cache.stats()["memory_bytes"] <= 3 * CHUNK
+    assert cache.stats()["memory_hits"] >= 3
+    cache.invalidate("memory")
+    assert cache.read_resident(store, "memory", len(data), 2 * CHUNK, 3 * CHUNK) is None
+    assert cache.stats()["memory_bytes"] == 0
+
+
+def test_a_chunk_is_written_to_disk_the_second_time_it_is_fetched(
+    store: S3ObjectStore, tmp_path: Path
+) -> None:
+    """With ``admit_fetches=2`` a read of history once writes no file; a chunk fetched
+    again is cached on disk, and read from there after."""
+    data = put(store, "admit", 6 * CHUNK)
+    directory = tmp_path / "cache"
+    cache = ChunkCache(directory, 100 * CHUNK, CHUNK, memory_bytes=CHUNK, admit_fetches=2)
+    for i in range(6):  # one pass: every chunk fetched once
+        assert (
+            cache.read(store, "admit", len(data), i * CHUNK, (i + 1) * CHUNK)
+            == (data[i * CHUNK : (i + 1) * CHUNK])
+        )
+    assert cached_files(directory) == []
+    assert cache.stats()["requests"] == 6
+    assert cache.read(store, "admit", len(data), 0, 2 * CHUNK) == data[: 2 * CHUNK]
+    assert cache.stats()["requests"] == 7  # one GET for both chunks, now written
+    assert cached_bytes(directory) == 2 * CHUNK
+    assert cache.read(store, "admit", len(data), 0, 2 * CHUNK) == data[: 2 * CHUNK]
+    assert cache.stats()["requests"] == 7  # from disk
+
+
+def test_memory_and_admission_refuse_bad_settings(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"remote\.fetch\.memory\.bytes"):
+        ChunkCache(tmp_path / "a", 10 * CHUNK, CHUNK, memory_bytes=-1)
+    with pytest.raises(ValueError, match=r"remote\.fetch\.cache\.admit\.fetches"):
+        ChunkCache(tmp_path / "b", 10 * CHUNK, CHUNK, admit_fetches=0)

@@ -122,3 +122,47 @@ def test_offset_for_timestamp_finds_the_first_record_at_or_after_it(
         first = segment.base_offset
         assert reader.offset_for_timestamp(segment, 0, first + 2) == (first + 2, 1_002 + first)
         assert reader.offset_for_timestamp(segment, segment.max_timestamp + 1, 0) is None
+
+
+def test_reads_from_memory_are_the_reads_from_the_store(
+    store: S3ObjectStore, tmp_path: Path
+) -> None:
+    """A consumer reading every segment in turn where each read is tried from memory first
+    (as the broker's event loop does) and read through the cache only when that gives up:
+    every byte served as uploaded, all but the first read answered from memory (the next
+    segment's index is read ahead, and parsed from memory), and a damaged batch
+    in memory is never served from it (the blocking read finds and reports it)."""
+    segments, contents = uploaded(store, tmp_path / "log")
+    cache = ChunkCache(tmp_path / "cache", 1 << 20, CHUNK, readahead=2, memory_bytes=8 * CHUNK)
+    reader = RemoteReader(store, cache, CLUSTER)
+    from_memory = blocking = 0
+    for n, segment in enumerate(segments):
+        following = segments[n + 1] if n + 1 < len(segments) else None
+        offset, got = segment.base_offset, b""
+        while offset <= segment.end_offset:
+            data = reader.read_resident(segment, offset, 16 * 1024, following)
+            if data is None:
+                blocking += 1
+                data = reader.read(segment, offset, 16 * 1024, following)
+            else:
+                from_memory += 1
+            offset = records_of(bytes(data))[-1].offset + 1
+            got += data
+            wait_idle(cache)
+        assert got == contents[n]
+    assert blocking == 1  # the first: later indexes and chunks were read ahead into memory
+    assert from_memory > 20
+    # a chunk in memory damaged after its fetch: read_resident gives up; read, which reads
+    # through the same memory, finds it, drops it and reads the object again
+    segment = segments[0]
+    cache.clear()
+    first = reader.read(segment, segment.base_offset, 1000)
+    assert reader.read_resident(segment, segment.base_offset, 1000) == first
+    log_key = next(k for (k, i) in list(cache._memory) if k.endswith(".log") and i == 0)
+    held = bytearray(cache._memory[(log_key, 0)])
+    held[200] ^= 0xFF
+    cache._memory[(log_key, 0)] = bytes(held)
+    assert reader.read_resident(segment, segment.base_offset, 1000) is None
+    requests = cache.stats()["requests"]
+    assert reader.read(segment, segment.base_offset, 1000) == first
+    assert cache.stats()["requests"] > requests
