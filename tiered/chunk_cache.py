@@ -276,8 +276,13 @@ class ChunkCache:
             if self._ahead is None:
                 self._ahead = ThreadPoolExecutor(self.readahead, "remote-readahead")
             for i in range(first, min(chunks, first + min(count, self.readahead))):
-                if (key, i) not in self._chunks and (key, i) not in self._inflight:
-                    started[i] = self._inflight[(key, i)] = Future()
+                chunk = (key, i)
+                if (
+                    chunk not in self._chunks
+                    and chunk not in self._inflight
+                    and (chunk not in self._memory)
+                ):
+                    started[i] = self._inflight[chunk] = Future()
                     self.read_ahead += 1
             ahead = self._ahead
         for i, future in started.items():

@@ -188,7 +188,8 @@ class RemoteReader:
         if not window or segment.size_bytes - end >= window:
             return
         keys = segment_keys(self.cluster_id, following)
-        self.cache.prefetch(self.store, keys.index, following.index_bytes, 0, 1)
+        if self._known_index(keys.index) is None:
+            self.cache.prefetch(self.store, keys.index, following.index_bytes, 0, 1)
         self.cache.prefetch(self.store, keys.log, following.size_bytes, 0, self.cache.readahead)
 
     def offset_for_timestamp(
