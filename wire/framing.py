@@ -61,9 +61,11 @@ class ChunkBuffer:
 
 @dataclass(frozen=True, slots=True)
 class EncodedResponse:
-    """A response body a handler encoded itself (the hot Produce answer)."""
+    """A response body a handler encoded itself (the hot Produce and Fetch answers): bytes,
+    or chunks (anything with a length that the connection writes: bytes, views, a file
+    region of the broker's)."""
 
-    body: bytes
+    body: bytes | list[Any]
     flexible_header: bool
 
 
@@ -144,8 +146,10 @@ def encode_response(correlation_id: int, response: Any) -> list[bytes]:
     """Frame ``response`` for the wire; returns chunks for ``transport.writelines``."""
     if isinstance(response, EncodedResponse):
         tagged = b"\x00" if response.flexible_header else b""
-        size = 4 + len(tagged) + len(response.body)
-        return [SIZE.pack(size) + CORRELATION.pack(correlation_id) + tagged, response.body]
+        body = response.body
+        pieces = body if isinstance(body, list) else [body]
+        size = 4 + len(tagged) + sum(len(piece) for piece in pieces)
+        return [SIZE.pack(size) + CORRELATION.pack(correlation_id) + tagged, *pieces]
     cls: Any = type(response)
     buffer = ChunkBuffer()
     buffer.write(CORRELATION.pack(correlation_id))

@@ -45,6 +45,8 @@ from dataplane.log.partition_log import PartitionLog
 from dataplane.log.region import FileRegion
 from dataplane.replication.partition import Partition
 from wire.errors import BrokerError, error_code_for
+from wire.fetch_response import PartitionAnswer, encode_fetch
+from wire.framing import EncodedResponse
 from wire.record_batch import iter_headers
 
 API_KEY = 1
@@ -251,10 +253,13 @@ def _response(
     remote_aborted: dict[int, list[tuple[int, int]]] | None = None,
 ) -> Any:
     """``remote_aborted``: the aborted transactions of partitions (by position) read from
-    the remote tier with read_committed."""
-    by_topic: dict[int, tuple[Any, list[Any]]] = {}
+    the remote tier with read_committed. Encoded by ``wire.fetch_response`` unless a
+    partition's error carries a leader hint (KIP-951, v16+: tagged fields), then by kio."""
+    by_topic: dict[int, tuple[Any, list[PartitionAnswer]]] = {}
     meter = ctx.broker.usage.meter
-    hints = LeaderHints(ctx) if ctx.api_version >= FETCH_HINT_VERSION else None
+    hinted = ctx.api_version >= FETCH_HINT_VERSION and any(
+        code in FETCH_HINTED for code, _ in results
+    )
     for i, (w, (code, data)) in enumerate(zip(wanted, results, strict=True)):
         plog = w.plog
         if data and plog is not None:
@@ -263,62 +268,73 @@ def _response(
             else:
                 meter.bytes_out(plog.topic, ctx.caller, len(data))
         hw = lso = start = -1
-        aborted = None
+        aborted: list[tuple[int, int]] | None = None
         if plog is not None:
             hw = plog.high_watermark
             lso = plog.last_stable_offset
             start = plog.log_start_offset if w.replica else plog.first_offset
             if w.committed and remote_aborted is not None and i in remote_aborted:
-                aborted = _as_aborted(ctx, remote_aborted[i])
+                aborted = remote_aborted[i]
             elif w.committed:
-                aborted = _aborted(ctx, plog, w.offset, data)
-        hint: dict[str, Any] = {}
-        if hints is not None and code in FETCH_HINTED:
-            hint = hints.current_leader(
-                resp.LeaderIdAndEpoch,
-                getattr(w.topic, "topic", None),
-                getattr(w.topic, "topic_id", None),
-                w.partition,
+                aborted = _aborted(plog, w.offset, data)
+        answer = (w.partition, code.value, hw, lso, start, aborted, data)
+        by_topic.setdefault(id(w.topic), (w.topic, []))[1].append(answer)
+    if not hinted:
+        topics = [
+            (getattr(t, "topic", None), getattr(t, "topic_id", None), parts)
+            for t, parts in by_topic.values()
+        ]
+        return EncodedResponse(encode_fetch(ctx.api_version, topics), ctx.api_version >= 12)
+    return _kio_response(ctx, by_topic)
+
+
+def _kio_response(ctx: RequestContext, by_topic: dict[int, tuple[Any, list[Any]]]) -> Any:
+    """The answer with leader hints on the partitions whose error has one."""
+    hints = LeaderHints(ctx)
+    responses = []
+    for topic, parts in by_topic.values():
+        name, topic_id = getattr(topic, "topic", None), getattr(topic, "topic_id", None)
+        partitions = []
+        for index, code, hw, lso, start, aborted, data in parts:
+            hint: dict[str, Any] = {}
+            if ErrorCode(code) in FETCH_HINTED:
+                hint = hints.current_leader(resp.LeaderIdAndEpoch, name, topic_id, index)
+            partitions.append(
+                ctx.make(
+                    resp.PartitionData,
+                    partition_index=index,
+                    error_code=ErrorCode(code),
+                    high_watermark=hw,
+                    last_stable_offset=lso,
+                    log_start_offset=start,
+                    aborted_transactions=None if aborted is None else _as_aborted(ctx, aborted),
+                    records=data,
+                    **hint,
+                )
             )
-        part = ctx.make(
-            resp.PartitionData,
-            partition_index=w.partition,
-            error_code=code,
-            high_watermark=hw,
-            last_stable_offset=lso,
-            log_start_offset=start,
-            aborted_transactions=aborted,
-            records=data,
-            **hint,
+        responses.append(
+            ctx.make(
+                resp.FetchableTopicResponse,
+                topic=name,
+                topic_id=topic_id or ZERO_UUID,
+                partitions=tuple(partitions),
+            )
         )
-        entry = by_topic.setdefault(id(w.topic), (w.topic, []))
-        entry[1].append(part)
-    responses = tuple(
-        ctx.make(
-            resp.FetchableTopicResponse,
-            topic=getattr(topic, "topic", None),
-            topic_id=getattr(topic, "topic_id", None) or ZERO_UUID,
-            partitions=tuple(parts),
-        )
-        for topic, parts in by_topic.values()
-    )
     return ctx.make(
         resp.FetchResponse,
         throttle_time=ZERO,
         error_code=ErrorCode.none,
         session_id=0,
-        responses=responses,
-        **(hints.node_endpoints(resp.NodeEndpoint) if hints is not None else {}),
+        responses=tuple(responses),
+        **hints.node_endpoints(resp.NodeEndpoint),
     )
 
 
-def _aborted(
-    ctx: RequestContext, plog: PartitionLog, offset: int, data: Records
-) -> tuple[Any, ...]:
+def _aborted(plog: PartitionLog, offset: int, data: Records) -> list[tuple[int, int]]:
     """The aborted transactions overlapping the batches served (read_committed)."""
     if not data:
-        return ()
-    return _as_aborted(ctx, plog.aborted_transactions(offset, _served_end(data, offset)))
+        return []
+    return plog.aborted_transactions(offset, _served_end(data, offset))
 
 
 def _as_aborted(ctx: RequestContext, found: list[tuple[int, int]]) -> tuple[Any, ...]:

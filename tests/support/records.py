@@ -8,6 +8,10 @@ from typing import Any
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.serial import entity_reader
+
+from dataplane.log.region import FileRegion
+from wire.framing import EncodedResponse, response_type
 
 
 def produce_request(
@@ -75,8 +79,22 @@ def metadata_request(*topics: str) -> MetadataRequest:
     )
 
 
-def partition_response(response: Any) -> Any:
-    """The single partition of a single-topic produce or fetch response."""
+def decoded(response: Any, api_key: int, version: int) -> Any:
+    """A handler's answer as a kio entity: one it encoded itself (``EncodedResponse``: the
+    Produce and Fetch answers) is parsed back, its file regions read."""
+    if not isinstance(response, EncodedResponse):
+        return response
+    body = response.body
+    pieces = body if isinstance(body, list) else [body]
+    raw = b"".join(p.read() if isinstance(p, FileRegion) else bytes(p) for p in pieces)
+    entity, _ = entity_reader(response_type(api_key, version))(raw, 0)
+    return entity
+
+
+def partition_response(response: Any, version: int = 12) -> Any:
+    """The single partition of a single-topic produce or fetch response (a Fetch answer
+    the handler encoded itself is parsed as Fetch ``version``)."""
+    response = decoded(response, 1, version)
     topics = response.responses
     assert len(topics) == 1
     parts = getattr(topics[0], "partition_responses", None) or topics[0].partitions
