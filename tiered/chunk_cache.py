@@ -53,6 +53,7 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -134,6 +135,11 @@ class ChunkCache:
         """Chunks evicted to stay under ``max_bytes``."""
         self.read_ahead = 0
         """Chunks fetched ahead of a read."""
+        self.on_fetched: Callable[[str, int, bytes], None] | None = None
+        """Called with (object key, chunk index, bytes) for every chunk fetched, in the
+        fetching thread, before the chunk is handed to any reader (the remote reader checks
+        the CRCs of the batches in it there, off the broker's event loop). It must not
+        raise."""
 
     def stats(self) -> dict[str, int]:
         with self._lock:
@@ -372,6 +378,10 @@ class ChunkCache:
             chunks = {
                 i: data[at : at + self.chunk_bytes] for i, at in _offsets(run, self.chunk_bytes)
             }
+        hook = self.on_fetched
+        if hook is not None:  # before anyone reads them: what it notes is of these bytes
+            for i in run:
+                hook(key, i, chunks[i])
         # waiters first; the chunks stay in flight (found by new readers) until written
         for i in run:
             futures[i].set_result(chunks[i])

@@ -11,7 +11,12 @@ cached chunks of the object and reads them again once; a second one is reported 
 RemoteStorageError, never returned.
 
 Parsed indexes are kept (``INDEXES`` of them, least recently used dropped first): segments
-are immutable, and every fetch looks one up. ``read_resident`` is ``read`` for data the
+are immutable, and every fetch looks one up. The CRCs of a chunk's batches are checked in
+the thread that fetched it, before any reader sees it (``ChunkCache.on_fetched``): from the
+chunk's start for its first chunk, else from the first indexed batch in it, every batch
+wholly inside it; a read from memory does not check those again (the broker's event loop
+then only checks the header fields the CRC leaves out, and the CRCs of the batches that
+cross a chunk boundary). Reads from disk check every CRC. ``read_resident`` is ``read`` for data the
 chunk cache holds in memory: it never blocks (no file, no request), so the broker runs it
 on its event loop and hands only the rest to its reader threads. It gives up (None) on
 anything it cannot do without waiting, a damaged batch included: the blocking read then
@@ -24,6 +29,8 @@ while the cache keeps it, refetched once if it does not parse.
 
 from __future__ import annotations
 
+import bisect
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -39,6 +46,7 @@ from wire.errors import CorruptRecord, RemoteStorageError
 from wire.record_batch import (
     CRC_START,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     decode_records,
     iter_headers,
@@ -50,6 +58,10 @@ from wire.transactions import TXN_INDEX_ENTRY_SIZE, AbortedTxn, parse_txn_index
 MIN_WINDOW = 64 * 1024
 INDEXES = 1024
 """Parsed segment indexes kept in memory."""
+CHECKED_CHUNKS = 256
+"""Fetched chunks whose checked batches are remembered (their positions only)."""
+_LENGTH = struct.Struct(">i")  # batchLength, at byte 8 of a batch
+_CRC = struct.Struct(">I")  # at byte 17
 
 _Getter = Callable[[str, int, int, int], "bytes | memoryview"]
 """(object key, object size, start, end) -> bytes [start, end) of the object."""
@@ -61,7 +73,71 @@ class RemoteReader:
         self.cache = cache
         self.cluster_id = cluster_id
         self._indexes: OrderedDict[str, IndexView] = OrderedDict()
+        self._segments: OrderedDict[str, RemoteSegment] = OrderedDict()
+        """Log object key -> its segment, for the chunks of it fetched ahead."""
+        self._checked: OrderedDict[tuple[str, int], frozenset[int]] = OrderedDict()
+        """(log key, chunk index) -> object positions of its batches whose CRC matched."""
         self._lock = threading.Lock()
+        cache.on_fetched = self._check_fetched
+
+    def _note(self, key: str, segment: RemoteSegment) -> None:
+        with self._lock:
+            self._segments[key] = segment
+            self._segments.move_to_end(key)
+            while len(self._segments) > INDEXES:
+                self._segments.popitem(last=False)
+
+    def _check_fetched(self, key: str, index: int, data: bytes) -> None:
+        """The CRCs of the batches wholly inside a fetched chunk (``on_fetched``)."""
+        with self._lock:
+            segment = self._segments.get(key)
+            self._checked.pop((key, index), None)
+        if segment is None:
+            return
+        start = index * self.cache.chunk_bytes
+        at = 0
+        if index:
+            view = self._known_index(segment_keys(self.cluster_id, segment).index)
+            if view is None:
+                return
+            i = bisect.bisect_left(view.positions, start)
+            if i == len(view.positions):
+                return
+            at = view.positions[i] - start
+        good: list[int] = []
+        whole = memoryview(data)
+        while at + HEADER_SIZE <= len(data):
+            (length,) = _LENGTH.unpack_from(data, at + 8)
+            size = length + LOG_OVERHEAD
+            if size < HEADER_SIZE or at + size > len(data):
+                break
+            (crc,) = _CRC.unpack_from(data, at + 17)
+            if crc32c.crc32c(whole[at + CRC_START : at + size]) != crc:
+                break  # damaged: a read meets it, reports it and reads it again
+            good.append(start + at)
+            at += size
+        with self._lock:
+            self._checked[(key, index)] = frozenset(good)
+            while len(self._checked) > CHECKED_CHUNKS:
+                self._checked.popitem(last=False)
+
+    def _crc_checked(self, key: str) -> Callable[[int], bool]:
+        """Whether the batch at an object position of ``key`` had its CRC checked when its
+        chunk was fetched (for reads from memory only: those are the bytes checked)."""
+        chunk_bytes = self.cache.chunk_bytes
+        checked = self._checked
+
+        def known(position: int) -> bool:
+            return position in checked.get((key, position // chunk_bytes), ())
+
+        return known
+
+    def _invalidate(self, key: str) -> None:
+        """Drop the cached chunks of an object found damaged, and what was checked of it."""
+        self.cache.invalidate(key)
+        with self._lock:
+            for chunk in [c for c in self._checked if c[0] == key]:
+                del self._checked[chunk]
 
     def index(self, segment: RemoteSegment) -> IndexView:
         key = segment_keys(self.cluster_id, segment).index
@@ -73,7 +149,7 @@ class RemoteReader:
             view = self._parsed(key, segment, raw)
             if view is not None:
                 return view
-            self.cache.invalidate(key)
+            self._invalidate(key)
             if attempt:
                 break
         raise RemoteStorageError(f"the index object {key} is damaged (CRC or format)")
@@ -114,10 +190,18 @@ class RemoteReader:
             index = None if raw is None else self._parsed(keys.index, segment, raw)
             if index is None:
                 return None
+        self._note(keys.log, segment)
         position, base = index.entry_for(offset)
         try:
             data, end = self._whole_batches(
-                segment, keys.log, position, base, max_bytes, offset, self._resident
+                segment,
+                keys.log,
+                position,
+                base,
+                max_bytes,
+                offset,
+                self._resident,
+                self._crc_checked(keys.log),
             )
         except (_Damaged, _NotResident):
             return None
@@ -145,7 +229,7 @@ class RemoteReader:
                     return parse_txn_index(raw)
                 except CorruptRecord:
                     pass
-            self.cache.invalidate(key)
+            self._invalidate(key)
             if attempt:
                 break
         raise RemoteStorageError(f"the transaction index object {key} is damaged")
@@ -163,6 +247,7 @@ class RemoteReader:
         segment) and its index are fetched in the background: a consumer crossing from one
         segment to the next does not wait for them."""
         key = segment_keys(self.cluster_id, segment).log
+        self._note(key, segment)
         for attempt in range(2):
             position, base = self.index(segment).entry_for(offset)
             try:
@@ -171,7 +256,7 @@ class RemoteReader:
                     self._prefetch_following(segment, end, following)
                 return data
             except _Damaged as exc:
-                self.cache.invalidate(key)
+                self._invalidate(key)
                 if attempt:
                     raise RemoteStorageError(
                         f"{key}: {exc} (read twice); the object is corrupted"
@@ -188,6 +273,7 @@ class RemoteReader:
         if not window or segment.size_bytes - end >= window:
             return
         keys = segment_keys(self.cluster_id, following)
+        self._note(keys.log, following)
         if self._known_index(keys.index) is None:
             self.cache.prefetch(self.store, keys.index, following.index_bytes, 0, 1)
         self.cache.prefetch(self.store, keys.log, following.size_bytes, 0, self.cache.readahead)
@@ -224,7 +310,7 @@ class RemoteReader:
         try:
             return self._whole_batches(segment, key, position, base, max_bytes, -1)[0]
         except _Damaged as exc:
-            self.cache.invalidate(key)
+            self._invalidate(key)
             raise RemoteStorageError(f"{key}: {exc}; the object is corrupted") from None
 
     def batches_from(
@@ -236,7 +322,7 @@ class RemoteReader:
         try:
             return self._whole_batches(segment, key, position, base, max_bytes, -1)[0]
         except _Damaged as exc:
-            self.cache.invalidate(key)
+            self._invalidate(key)
             raise RemoteStorageError(f"{key}: {exc}; the object is corrupted") from None
 
     def _whole_batches(  # noqa: PLR0917 - a read's coordinates
@@ -248,12 +334,14 @@ class RemoteReader:
         max_bytes: int,
         offset: int,
         get: _Getter | None = None,
+        crc_checked: Callable[[int], bool] | None = None,
     ) -> tuple[bytes | memoryview, int]:
         """Checked batches from ``position`` (where base offset ``expected`` starts),
         skipping those wholly below ``offset``, up to ``max_bytes`` (at least one); and the
         byte position in the object where they end. The batches taken from one window are
         one slice of it (no copy when they are all of it). ``get`` reads the object
-        (default: through the chunk cache, waiting for what it lacks)."""
+        (default: through the chunk cache, waiting for what it lacks); ``crc_checked``
+        tells the batches whose CRC was checked when their chunk was fetched."""
         get = get or self._get
         size = segment.size_bytes
         epochs = {epoch for epoch, _ in segment.epochs}
@@ -275,7 +363,9 @@ class RemoteReader:
                 if at + length > len(chunk):
                     break  # the batch continues past the window
                 _check(header, expected, segment, epochs, where)
-                if crc32c.crc32c(memoryview(chunk)[at + CRC_START : at + length]) != header.crc:
+                if (crc_checked is None or not crc_checked(position + at)) and crc32c.crc32c(
+                    memoryview(chunk)[at + CRC_START : at + length]
+                ) != header.crc:
                     raise _Damaged(f"{where} (offset {header.base_offset}) fails its CRC")
                 if header.last_offset >= offset:
                     if taken and taken + length > max_bytes:

@@ -12,13 +12,17 @@ renames the archive into place only once that JVM has exited and a JVM has mappe
 
 ``tests/conftest.py`` passes it to every Spark driver started under the tests
 (``SPARK_SUBMIT_OPTS``, read by Spark's launcher). The archive names the JDK and the
-pyspark it was made with; a JVM whose class path or JDK differs ignores it silently.
+pyspark it was made with, and the checkout (a hash of its Spark home's path: the class
+path it was made with); a JVM whose class path or JDK differs ignores it, and its warning
+goes to stderr (the JVM logs warnings to stdout by default, which broke the billing job's
+one-JSON-object-per-line stdout when a checkout was moved).
 
     python -m tests.support.spark_cds    # prints what it did; exit 0 even when skipped
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -58,19 +62,26 @@ def archive_path(java: str | None = None) -> Path | None:
     java = java or java_version()
     if java is None:
         return None
-    name = f"spark-{pyspark.__version__}-java-{java}-{platform.machine()}.jsa"
+    name = f"{_prefix()}-java-{java}-{platform.machine()}.jsa"
     return CACHE / name.replace("/", "_").replace(" ", "_")
 
 
+def _prefix() -> str:
+    """Archives of this pyspark made in this checkout (its Spark home's path hashed)."""
+    where = hashlib.sha256(str(SPARK_HOME_DIR).encode()).hexdigest()[:10]
+    return f"spark-{pyspark.__version__}-{where}"
+
+
 def existing_archive() -> Path | None:
-    """The archive made for this pyspark, without asking ``java`` which JDK it is (a JVM
-    of another JDK ignores it)."""
-    return next(iter(sorted(CACHE.glob(f"spark-{pyspark.__version__}-java-*.jsa"))), None)
+    """The archive made for this pyspark in this checkout, without asking ``java`` which
+    JDK it is (a JVM of another JDK ignores it)."""
+    return next(iter(sorted(CACHE.glob(f"{_prefix()}-java-*.jsa"))), None)
 
 
 def options(path: Path) -> str:
-    """The driver JVM's options that map the archive."""
-    return f"-XX:SharedArchiveFile={path}"
+    """The driver JVM's options that map the archive; the JVM's warnings (one that cannot
+    use it, among them) go to stderr, not stdout."""
+    return f"-XX:SharedArchiveFile={path} -Xlog:disable -Xlog:all=warning:stderr"
 
 
 WORKLOAD = r"""
