@@ -25,7 +25,7 @@ from dataplane.handlers.registry import SERVED
 from dataplane.log.region import FileRegion, release
 from dataplane.security.listeners import Listener, endpoint_of
 from dataplane.security.session import Outcome, Security, Session, State
-from dataplane.socket_writer import SocketWriter
+from dataplane.socket_writer import PEER_GONE_PREFIX, SocketWriter
 from wire.framing import decode_request, encode_response, peek_header
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def close(self, reason: str) -> None:
         if self._closed:
             return
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        if reason.startswith(PEER_GONE_PREFIX):
+            log.debug("closing connection from %s: %s", self.peer, reason)
+        else:
+            log.warning("closing connection from %s: %s", self.peer, reason)
         self._closed = True
         if self._writer is not None:
             self._writer.close()

@@ -31,6 +31,10 @@ LOW_WATER = 16 * 1024
 IOV_MAX = 512
 """Chunks per writev call (the kernel's limit is 1,024)."""
 _RETRY = (BlockingIOError, InterruptedError)
+PEER_GONE = frozenset({errno.EPIPE, errno.ECONNRESET})
+PEER_GONE_PREFIX = "peer gone: "
+"""Starts the reason given to ``failed`` when the client closed its end (not worth a
+warning: a consumer that stops reading mid-answer)."""
 
 Chunk = bytes | bytearray | memoryview | FileRegion
 
@@ -164,5 +168,7 @@ class SocketWriter:
 
     def _fail(self, exc: OSError) -> None:
         reason = f"writing the answer failed: {exc.strerror or exc}"
+        if exc.errno in PEER_GONE:
+            reason = f"{PEER_GONE_PREFIX}{reason}"
         self.close()
         self._failed(reason)

@@ -1,8 +1,9 @@
 """Executor side of a read: one split in, Arrow batches of Kafka rows out.
 
 Every client is created here, inside the task, and closed before it returns: the S3 client
-of a tiered split (``tiered.object_store.S3ObjectStore``, boto3 underneath) and the
-confluent-kafka consumer of a hot split. Tiered reads never pass through a broker.
+of a tiered split (``tiered.object_store.S3ObjectStore``: ranged GETs presigned by boto3
+and received by ``tiered.ranged_get``) and the confluent-kafka consumer of a hot split.
+Tiered reads never pass through a broker.
 
 read_committed: a hot split's consumer gets ``isolation.level`` with the other ``kafka.*``
 options (librdkafka drops aborted records); a tiered split reads its segment's

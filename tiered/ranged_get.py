@@ -106,7 +106,15 @@ class RangedGets:
         target = f"{url.path}?{url.query}" if url.query else url.path
         conn = self._connection(url.scheme, url.netloc)
         try:
-            status, headers = conn.request(target, {"Range": f"bytes={start}-{end - 1}"})
+            try:
+                status, headers = conn.request(target, {"Range": f"bytes={start}-{end - 1}"})
+            except (ConnectionError, OSError):
+                if not conn.reused:
+                    raise
+                # a kept connection the server closed while idle: once more on a new one
+                self._drop(url.scheme, url.netloc)
+                conn = self._connection(url.scheme, url.netloc)
+                status, headers = conn.request(target, {"Range": f"bytes={start}-{end - 1}"})
             if status in (200, 206):
                 result = _body(conn, status, headers, key, start, end, out)
             else:
@@ -145,6 +153,12 @@ class RangedGets:
             )
             conns[(scheme, netloc)] = conn
         return conn
+
+    def close(self) -> None:
+        """Close the calling thread's connections (others close with their threads)."""
+        for conn in getattr(self._local, "conns", {}).values():
+            conn.close()
+        self._local.conns = {}
 
     def _drop(self, scheme: str, netloc: str) -> None:
         conns = getattr(self._local, "conns", {})
@@ -217,12 +231,17 @@ class _Connection:
         self.pending = b""
         """Bytes received after the answer's head: the start of its body."""
         self.reusable = True
+        self.reused = False
+        """The open socket has carried a request already (the server may have closed it)."""
 
     def close(self) -> None:
         sock, self.sock = self.sock, None
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def __del__(self) -> None:  # a thread's connections go with its thread-local storage
+        self.close()
 
     def _open(self) -> socket.socket:
         sock = socket.create_connection((self.host, self.port), self.connect_timeout)
@@ -240,6 +259,9 @@ class _Connection:
         """Send a GET and read the answer's status and headers (names in lower case)."""
         if self.sock is None:
             self.sock = self._open()
+            self.reused = False
+        else:
+            self.reused = True
         lines = [f"GET {target} HTTP/1.1", f"Host: {self.netloc}"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
