@@ -616,7 +616,8 @@ def render(r: dict[str, Any]) -> str:
         "Where the CPU goes (CPU milliseconds per MB of values, median runs): "
         + "; ".join(cpu_lines)
         + ". The executor's own work for a tiered split (`spark.source`'s reader in one "
-        "process without Spark: GETs through boto3, CRC checks, records decoded into Arrow "
+        "process without Spark: ranged GETs (presigned by boto3, received by "
+        "tiered.ranged_get), CRC checks, records decoded into Arrow "
         f"batches), over the tiered splits of the {topics[0].partitions}-partition topic: "
         f"{decode_ms:.1f} ms/MB ({1000 / decode_ms:.0f} MB/s on one core). The rest of "
         "`format(\"sluice\")`'s Spark CPU is Spark's side of any Python data source, as "
