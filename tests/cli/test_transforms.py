@@ -231,6 +231,10 @@ def test_identity_transforms_copy_their_input(
     assert [p["error"] for p in go["partitions"]] == [""] * PARTITIONS
     assert logs(shared_cloud, GO) == [], "an identity logs nothing"
 
+    # the shared cluster's preferred-leader check may have moved a leadership since they
+    # caught up (a runner on the new leader is STARTING for a moment): both RUNNING again
+    for name in (GO, C):
+        wait_for(shared_cloud, name, lambda t: t["state"] == "RUNNING", "running")
     listed = cli(shared_cloud, "list-transforms")
     mine = {t["name"]: t for t in listed["transforms"] if t["name"] in (GO, C)}
     assert {n: (t["state"], t["version"], t["partitions"]) for n, t in mine.items()} == {
