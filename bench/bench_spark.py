@@ -197,21 +197,17 @@ def spark_tree_cpu(root: int) -> float:
 
 
 def memory_source() -> type:
-    """A Python data source that yields the rows of a topic's shape from memory (input
-    partitions of ~16 MiB, Arrow batches of 10,000 rows of the Kafka schema): Spark's own
-    cost for a Python data source, with nothing to fetch or decode."""
+    """A Python data source that yields the rows of a topic's shape from memory (the input
+    partitions `format("sluice")` plans for the same read, Arrow batches of 10,000 rows of
+    the Kafka schema): Spark's own cost for a Python data source, with nothing to fetch or
+    decode."""
 
     class MemoryReader(DataSourceReader):
-        def __init__(self, highs: list[int]) -> None:
-            self.highs = highs
+        def __init__(self, tasks: list[list[int]]) -> None:
+            self.tasks = tasks
 
         def partitions(self) -> list[InputPartition]:
-            step = SEGMENT // (RECORD + 70)
-            return [
-                InputPartition((p, start, min(high, start + step)))
-                for p, high in enumerate(self.highs)
-                for start in range(0, high, step)
-            ]
+            return [InputPartition(tuple(task)) for task in self.tasks]
 
         def read(self, partition: InputPartition) -> Any:
             p, start, end = partition.value
@@ -240,7 +236,7 @@ def memory_source() -> type:
             return spark_ddl(False)
 
         def reader(self, schema: Any) -> DataSourceReader:
-            return MemoryReader(json.loads(self.options["highs"]))
+            return MemoryReader(json.loads(self.options["tasks"]))
 
     return MemorySource
 
@@ -257,12 +253,8 @@ class SparkReader:
 
     def frame(self, kind: str, topic: Topic, ending: str = "latest") -> Any:
         if kind == "memory":
-            highs = topic.highs
-            if ending != "latest":
-                highs = [int(v) for v in json.loads(ending)[topic.name].values()]
-            return (
-                self.session.read.format("bench-memory").option("highs", json.dumps(highs)).load()
-            )
+            tasks = json.dumps(sluice_tasks(self.broker, self.s3, topic, ending))
+            return self.session.read.format("bench-memory").option("tasks", tasks).load()
         reader = (
             self.session.read.format(kind)
             .option("kafka.bootstrap.servers", self.broker.bootstrap)
@@ -351,6 +343,20 @@ def check(kind: str, topic: Topic, count: int, size: int, offsets: int) -> None:
         )
 
 
+def sluice_tasks(
+    broker: BrokerProcess, s3: EmbeddedS3, topic: Topic, ending: str
+) -> list[list[int]]:
+    """The input partitions `format("sluice")` plans for the read, as [partition, start,
+    end] of offsets: the from-memory source reads the same rows in the same tasks."""
+    options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic.name}
+    options |= {"startingOffsets": "earliest", "endingOffsets": ending} | s3_options(s3)
+    tasks = []
+    for partition in SluiceReader(read_options(options, streaming=False)).partitions():
+        splits = partition.value
+        tasks.append([splits[0].partition, splits[0].start, splits[-1].end])
+    return tasks
+
+
 def decode_alone(s3: EmbeddedS3, broker: BrokerProcess, topic: Topic) -> tuple[float, int]:
     """The executor's work for the topic's tiered splits, in this process without Spark:
     ``spark.source``'s reader plans the topic and reads every tiered split (GETs, CRC
@@ -358,7 +364,7 @@ def decode_alone(s3: EmbeddedS3, broker: BrokerProcess, topic: Topic) -> tuple[f
     options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic.name}
     options |= s3_options(s3)
     reader = SluiceReader(read_options(options, streaming=False))
-    tiered = [p for p in reader.partitions() if isinstance(p.value, TieredSplit)]
+    tiered = [p for p in reader.partitions() if all(isinstance(s, TieredSplit) for s in p.value)]
     for _ in reader.read(tiered[-1]):  # the boto3 client, made once per executor process
         pass
     started, size = time.process_time(), 0
@@ -590,7 +596,9 @@ def render(r: dict[str, Any]) -> str:
         "(local.retention.bytes=1), so only each partition's active segment is hot. Broker: "
         f"remote.fetch.chunk.bytes {CHUNK // MiB} MiB, remote.fetch.cache.bytes "
         f"{CACHE // MiB} MiB (smaller than a topic: reads through the broker are cold). "
-        f'`format("sluice")`: defaults (sluice.read.chunk.bytes {CHUNK // MiB} MiB). '
+        f'`format("sluice")`: defaults (sluice.read.chunk.bytes {CHUNK // MiB} MiB, '
+        "sluice.read.split.bytes 128 MiB: consecutive segments of a partition share a task "
+        "up to that size, sluice.read.prefetch.chunks 1). "
         "MB/s = 10^6 bytes of record values per second of the median run"
         + (f" (range of {runs} runs)" if runs > 1 else "")
         + ". Input partitions: Spark's tasks for the read. GETs: ranged GETs of segment "
@@ -609,8 +617,9 @@ def render(r: dict[str, Any]) -> str:
         "object of the topic GET by 2 threads through `S3ObjectStore.get_range` (boto3), "
         "the rate the store gives this job. An unmeasured read of 20,000 records of each "
         "Spark kind warms the JVM and starts the Python workers first. From memory: a Python "
-        "data source of the bench (`memory_source`) whose input partitions (~16 MiB each, "
-        "as the segments) yield Arrow batches of the same rows built in the worker, with "
+        "data source of the bench (`memory_source`) whose input partitions (the same as "
+        '`format("sluice")` plans: the same offsets in the same tasks) yield Arrow batches '
+        "of the same rows built in the worker, with "
         "nothing fetched or decoded: the ceiling Spark puts on any Python data source here.",
         "",
         "Where the CPU goes (CPU milliseconds per MB of values, median runs): "

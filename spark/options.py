@@ -103,6 +103,12 @@ class ReadOptions:
     """Where tiered segments are read from; None: read everything through the brokers."""
     chunk_bytes: int = 16 * 1024 * 1024
     """``sluice.read.chunk.bytes``: bytes per ranged GET of a segment object."""
+    split_bytes: int = 128 * 1024 * 1024
+    """``sluice.read.split.bytes``: consecutive tiered segments of a partition are read by
+    one Spark task while they add up to at most this (0: a task per segment)."""
+    prefetch_chunks: int = 1
+    """``sluice.read.prefetch.chunks``: ranged GETs a tiered split keeps queued ahead of
+    the chunk being decoded (0: none; each holds a chunk of memory)."""
     rows_per_batch: int = 10_000
     """``sluice.read.rows.per.batch``: rows per Arrow batch handed to Spark."""
     hot_timeout_ms: int = 60_000
@@ -143,6 +149,20 @@ def _int(options: Mapping[str, str], name: str, default: int | None) -> int | No
         raise OptionError(f"{name}: not an integer: {raw!r}") from None
     if value < 0:
         raise OptionError(f"{name}: must not be negative: {value}")
+    return value
+
+
+MAX_PREFETCH_CHUNKS = 8
+
+
+def _prefetch(options: Mapping[str, str]) -> int:
+    value = _int(options, "sluice.read.prefetch.chunks", 1)
+    assert value is not None
+    if value > MAX_PREFETCH_CHUNKS:
+        raise OptionError(
+            f"sluice.read.prefetch.chunks: at most {MAX_PREFETCH_CHUNKS}, got {value} (each "
+            "holds sluice.read.chunk.bytes of an executor's memory)"
+        )
     return value
 
 
@@ -316,6 +336,8 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         kafka_conf=kafka_conf(lowered),
         store=store if mode == "direct" else None,
         chunk_bytes=_int(lowered, "sluice.read.chunk.bytes", 16 * 1024 * 1024) or 1 << 20,
+        split_bytes=_int(lowered, "sluice.read.split.bytes", 128 * 1024 * 1024) or 0,
+        prefetch_chunks=_prefetch(lowered),
         rows_per_batch=_int(lowered, "sluice.read.rows.per.batch", 10_000) or 10_000,
         hot_timeout_ms=_int(lowered, "sluice.hot.read.timeout.ms", 60_000) or 60_000,
         describe_remote=store is not None and mode == "direct",

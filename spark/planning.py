@@ -138,6 +138,44 @@ def split_hot(splits: list[Split], min_partitions: int) -> list[Split]:
     return out
 
 
+InputSplits = tuple[Split, ...]
+"""What one Spark input partition reads, in order: a hot split alone, or consecutive tiered
+splits of one topic partition."""
+
+
+def group_splits(
+    splits: Sequence[Split], split_bytes: int, min_partitions: int = 0
+) -> list[InputSplits]:
+    """Consecutive tiered splits of a topic partition gathered into one input partition
+    while their segments add up to at most ``split_bytes`` (``sluice.read.split.bytes``), so
+    that small segments do not each pay a Spark task; then the largest groups halved until
+    there are ``min_partitions`` input partitions (or no group has two splits left)."""
+    groups: list[list[Split]] = []
+    size = 0
+    for split in splits:
+        last = groups[-1] if groups else None
+        if (
+            isinstance(split, TieredSplit)
+            and last is not None
+            and isinstance(last[-1], TieredSplit)
+            and (last[-1].topic, last[-1].partition) == (split.topic, split.partition)
+            and size + split.size_bytes <= split_bytes
+        ):
+            last.append(split)
+            size += split.size_bytes
+        else:
+            groups.append([split])
+            size = split.size_bytes if isinstance(split, TieredSplit) else 0
+    while len(groups) < min_partitions:
+        widest = max(range(len(groups)), key=lambda i: len(groups[i]))
+        group = groups[widest]
+        if len(group) < 2:
+            break
+        half = len(group) // 2
+        groups[widest : widest + 1] = [group[:half], group[half:]]
+    return [tuple(g) for g in groups]
+
+
 @dataclass(frozen=True)
 class PartitionRange:
     topic: str

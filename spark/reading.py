@@ -18,7 +18,7 @@ import functools
 import gc
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +30,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from spark.planning import HotSplit, Split, TieredSplit
+from spark.chunk_queue import ChunkQueue
+from spark.planning import HotSplit, InputSplits, TieredSplit
 from spark.records import AbortedRanges, Columns, CorruptSegment, decode_into, iter_batches
 from tiered.config import ObjectStoreSettings
 from tiered.errors import ObjectNotFound, ObjectStoreError
@@ -62,8 +63,8 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def read_split(
-    split: Split,
+def read_splits(
+    splits: InputSplits,
     *,
     include_headers: bool,
     rows_per_batch: int,
@@ -74,30 +75,40 @@ def read_split(
     hot_timeout_ms: int,
     fail_on_data_loss: bool,
     read_committed: bool = False,
+    prefetch_chunks: int = 1,
 ) -> Iterator[pa.RecordBatch]:
+    """The rows of one input partition: its splits in order (consecutive tiered ones share
+    one queue of GETs)."""
     settle_heap()
-    if isinstance(split, TieredSplit):
-        if store is None:
-            raise ValueError("a tiered split without object store settings")
-        yield from read_tiered(
-            split,
-            store,
-            include_headers=include_headers,
-            rows_per_batch=rows_per_batch,
-            chunk_bytes=chunk_bytes,
-            fail_on_data_loss=fail_on_data_loss,
-            read_committed=read_committed,
-        )
-    else:
-        yield from read_hot(
-            split,
-            bootstrap=bootstrap,
-            kafka_conf=kafka_conf,
-            include_headers=include_headers,
-            rows_per_batch=rows_per_batch,
-            timeout_ms=hot_timeout_ms,
-            fail_on_data_loss=fail_on_data_loss,
-        )
+    tiered: list[TieredSplit] = []
+    for split in (*splits, None):
+        if isinstance(split, TieredSplit):
+            tiered.append(split)
+            continue
+        if tiered:
+            if store is None:
+                raise ValueError("a tiered split without object store settings")
+            yield from read_tiered(
+                tiered,
+                store,
+                include_headers=include_headers,
+                rows_per_batch=rows_per_batch,
+                chunk_bytes=chunk_bytes,
+                fail_on_data_loss=fail_on_data_loss,
+                read_committed=read_committed,
+                prefetch=prefetch_chunks,
+            )
+            tiered = []
+        if split is not None:
+            yield from read_hot(
+                split,
+                bootstrap=bootstrap,
+                kafka_conf=kafka_conf,
+                include_headers=include_headers,
+                rows_per_batch=rows_per_batch,
+                timeout_ms=hot_timeout_ms,
+                fail_on_data_loss=fail_on_data_loss,
+            )
 
 
 _stores: dict[ObjectStoreSettings, S3ObjectStore] = {}
@@ -112,19 +123,8 @@ def _store(settings: ObjectStoreSettings) -> S3ObjectStore:
     return store
 
 
-def _chunks(
-    store: S3ObjectStore, key: str, size: int, chunk_bytes: int, position: int = 0
-) -> Iterator[bytes]:
-    while position < size:
-        data = store.get_range(key, position, min(size, position + chunk_bytes))
-        if not data:
-            return
-        position += len(data)
-        yield data
-
-
 def read_tiered(
-    split: TieredSplit,
+    splits: Sequence[TieredSplit],
     settings: ObjectStoreSettings,
     *,
     include_headers: bool,
@@ -132,20 +132,57 @@ def read_tiered(
     chunk_bytes: int,
     fail_on_data_loss: bool,
     read_committed: bool = False,
+    prefetch: int = 1,
 ) -> Iterator[pa.RecordBatch]:
-    """Records ``[start, end)`` of one segment object, batches checked by CRC. A split
-    starting inside the segment begins at the batch the segment's index names for its
-    start (one small GET), not at the first byte. ``read_committed``: batches of aborted
-    transactions are dropped (the segment's ``.txnindex`` object, one small GET)."""
+    """Records ``[start, end)`` of each split's segment object, in order, batches checked by
+    CRC; the GETs of all the splits' chunks in one queue (``ChunkQueue``, ``prefetch`` of
+    them ahead). A split starting inside its segment begins at the batch the segment's
+    index names for its start (one small GET), not at the first byte. ``read_committed``:
+    batches of aborted transactions are dropped (the segment's ``.txnindex`` object, one
+    small GET)."""
     store = _store(settings)
-    # a batch may pass rows_per_batch by one records block; its data is at most a chunk's
-    columns = Columns(
-        split.topic, split.partition, include_headers, 2 * rows_per_batch, chunk_bytes
-    )
+    queue = ChunkQueue(store, chunk_bytes, prefetch)
+    columns: Columns | None = None
     try:
-        aborted = aborted_ranges(store, split) if read_committed else None
-        position = start_position(store, split)
-        chunks = _chunks(store, split.key, split.size_bytes, chunk_bytes, position)
+        numbers = [queue.add(s.key, start_position(store, s), s.size_bytes) for s in splits]
+        for split, number in zip(splits, numbers, strict=True):
+            if columns is None or (columns.topic, columns.partition) != (
+                split.topic,
+                split.partition,
+            ):
+                if columns is not None and len(columns):
+                    yield columns.flush()
+                # a batch may pass rows_per_batch by one records block; its data is at most
+                # a chunk's
+                columns = Columns(
+                    split.topic, split.partition, include_headers, 2 * rows_per_batch, chunk_bytes
+                )
+            yield from _decode_split(
+                split,
+                queue.chunks(number),
+                columns,
+                rows_per_batch,
+                store if read_committed else None,
+                fail_on_data_loss,
+            )
+    finally:
+        queue.close()
+    if columns is not None and len(columns):
+        yield columns.flush()
+
+
+def _decode_split(  # noqa: PLR0917 - one split and where its rows go
+    split: TieredSplit,
+    chunks: Generator[bytes],
+    columns: Columns,
+    rows_per_batch: int,
+    committed_from: S3ObjectStore | None,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
+    """One split's rows into ``columns``, full batches handed on. ``committed_from``: the
+    store to read the segment's aborted transactions from (read_committed)."""
+    try:
+        aborted = None if committed_from is None else aborted_ranges(committed_from, split)
         for batch in iter_batches(chunks):
             base = int.from_bytes(batch[0:8], "big", signed=True)
             if base >= split.end:
@@ -160,8 +197,8 @@ def read_tiered(
             f"{split.topic}-{split.partition}: segment {split.key} is gone from the object "
             "store (remote retention ran after planning); run the query again"
         ) from exc
-    if len(columns):
-        yield columns.flush()
+    finally:
+        chunks.close()
 
 
 def aborted_ranges(store: S3ObjectStore, split: TieredSplit) -> AbortedRanges:

@@ -224,23 +224,49 @@ def decode_into(
 def iter_batches(chunks: Iterator[bytes]) -> Iterator[memoryview]:
     """Whole batches from a stream of byte chunks of a log (batches may span chunks).
 
-    A trailing partial batch is an error: segment objects end on a batch boundary.
+    A batch a chunk cuts is completed with the head of the next chunk (only that batch's
+    bytes are copied, never a whole chunk). A trailing partial batch is an error: segment
+    objects end on a batch boundary.
     """
-    pending = b""
+    pending = bytearray()  # the start of a batch the previous chunk cut
     for chunk in chunks:
-        buf = pending + chunk if pending else chunk
-        view = memoryview(buf)
+        view = memoryview(chunk)
         pos = 0
-        end = len(buf)
+        if pending:
+            pos = _complete(pending, view)
+            if pos < 0:
+                continue  # the chunk ended inside the cut batch as well
+            yield memoryview(pending)
+            pending = bytearray()
+        end = len(view)
         while end - pos >= LOG_OVERHEAD:
-            length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
-            if length < HEADER_SIZE - LOG_OVERHEAD:
-                raise CorruptSegment(f"bad record batch length {length}")
-            size = length + LOG_OVERHEAD
+            size = _batch_size(view[pos + 8 : pos + 12])
             if end - pos < size:
                 break
             yield view[pos : pos + size]
             pos += size
-        pending = bytes(buf[pos:])
+        pending = bytearray(view[pos:])
     if pending:
         raise CorruptSegment(f"{len(pending)} bytes of a partial record batch at the end")
+
+
+def _batch_size(length_field: Any) -> int:
+    length = int.from_bytes(length_field, "big", signed=True)
+    if length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptSegment(f"bad record batch length {length}")
+    return int(length + LOG_OVERHEAD)
+
+
+def _complete(pending: bytearray, view: memoryview) -> int:
+    """Append to ``pending`` (a cut batch's first bytes) what of ``view`` completes it: the
+    position in ``view`` after it, or -1 when ``view`` ends first (all of it taken)."""
+    pos = 0
+    if len(pending) < LOG_OVERHEAD:
+        pos = min(len(view), LOG_OVERHEAD - len(pending))
+        pending += view[:pos]
+        if len(pending) < LOG_OVERHEAD:
+            return -1
+    need = _batch_size(pending[8:12]) - len(pending)
+    taken = view[pos : pos + need]
+    pending += taken
+    return pos + len(taken) if len(taken) == need else -1

@@ -33,15 +33,17 @@ from spark.control_plane import with_cluster
 from spark.options import ReadOptions, kafka_conf, read_options
 from spark.planning import (
     Brokers,
+    InputSplits,
     PartitionRange,
     Split,
+    group_splits,
     plan,
     plan_splits,
     remote_log,
     resolve,
     timestamps_wanted,
 )
-from spark.reading import DataLossError, read_split
+from spark.reading import DataLossError, read_splits
 from spark.records import spark_ddl
 from spark.writing import WriteOptions, check_columns, produce_rows
 
@@ -94,14 +96,20 @@ class SluiceDataSource(DataSource):
         return WriteOptions(bootstrap=bootstrap, topic=topic, producer_conf=conf)
 
 
+def _input_partitions(options: ReadOptions, splits: Sequence[Split]) -> list[InputPartition]:
+    groups = group_splits(splits, options.split_bytes, options.min_partitions)
+    return [InputPartition(group) for group in groups]
+
+
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    split: Split = partition.value
-    return read_split(
-        split,
+    splits: InputSplits = partition.value
+    return read_splits(
+        splits,
         include_headers=options.include_headers,
         rows_per_batch=options.rows_per_batch,
         store=options.store,
         chunk_bytes=options.chunk_bytes,
+        prefetch_chunks=options.prefetch_chunks,
         bootstrap=options.bootstrap,
         kafka_conf=options.kafka_conf,
         hot_timeout_ms=options.hot_timeout_ms,
@@ -115,7 +123,7 @@ class SluiceReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [InputPartition(split) for split in plan(self.options).splits]
+        return _input_partitions(self.options, plan(self.options).splits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
@@ -228,7 +236,7 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not ranges:
             return []
         splits = plan_splits(ranges, remote_log(self.options), self.options.min_partitions)
-        return [InputPartition(split) for split in splits]
+        return _input_partitions(self.options, splits)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)

@@ -601,7 +601,7 @@ def remote_segment(data: bytes) -> None:
     spark_reading._stores[_SETTINGS] = store  # type: ignore[assignment]
     try:
         for _ in spark_reading.read_tiered(
-            split,
+            [split],
             _SETTINGS,
             include_headers=True,
             rows_per_batch=1000,

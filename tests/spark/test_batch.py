@@ -251,7 +251,7 @@ def test_a_split_starting_inside_a_segment_uses_its_index(
     position = start_position(S3ObjectStore(settings), split)
     assert 0 < position < split.size_bytes
     batches = read_tiered(
-        split,
+        [split],
         settings,
         include_headers=False,
         rows_per_batch=100_000,
@@ -260,3 +260,35 @@ def test_a_split_starting_inside_a_segment_uses_its_index(
     )
     offsets = [o for b in batches for o in b.column("offset").to_pylist()]
     assert offsets == list(range(middle, segment.segment_end + 1))
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_segments_read_in_one_queue_give_the_same_rows(
+    broker: BrokerProcess, s3: EmbeddedS3, topic: str, prefetch: int
+) -> None:
+    """A partition's tiered splits read as one input partition in small chunks, with 0, 1
+    or 3 GETs queued ahead: every offset once, in order; a read left after its first batch
+    (Spark stopping a task) leaves the next read whole."""
+    planned = plan(read_options(options(broker, s3, topic), streaming=False))
+    splits = [s for s in planned.splits if isinstance(s, TieredSplit) and s.partition == 0]
+    assert len(splits) >= 2, "the partition should have several segments in the store"
+    assert splits[0].size_bytes > 8 * 4096, "a segment should take several chunks"
+    settings = store_settings(s3_options(s3))
+    assert settings is not None
+
+    def read() -> Any:
+        return read_tiered(
+            splits,
+            settings,
+            include_headers=False,
+            rows_per_batch=50,
+            chunk_bytes=4096,
+            fail_on_data_loss=True,
+            prefetch=prefetch,
+        )
+
+    left = read()
+    assert next(left).num_rows > 0
+    left.close()
+    offsets = [o for b in read() for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(splits[0].start, splits[-1].end))

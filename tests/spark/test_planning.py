@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spark.options import OptionError, read_options
-from spark.planning import HotSplit, TieredSplit, split_hot, split_range
+from spark.planning import HotSplit, TieredSplit, group_splits, split_hot, split_range
 from spark.source import rate_limit
 from tiered.remote_segment import COPY_FINISHED, RemoteSegment
 
@@ -66,6 +66,25 @@ def test_ranges_inside_segments_overlaps_and_gaps() -> None:
     assert split_range("t", 0, 5, 5, segments=segments, cluster_id="c") == []
 
 
+def test_consecutive_segments_of_a_partition_share_a_task_up_to_split_bytes() -> None:
+    ten = [segment(100 * i, 100 * i + 99, f"{i:032x}") for i in range(10)]  # 1000 B each
+    splits = split_range("t", 0, 0, 1200, segments=ten, cluster_id="c")
+    splits += split_range("t", 1, 0, 300, segments=ten[:2], cluster_id="c")
+    groups = group_splits(splits, split_bytes=3000)
+    shapes = [[(s.partition, *kinds([s])[0]) for s in g] for g in groups]
+    assert [len(g) for g in groups] == [3, 3, 3, 1, 1, 2, 1]
+    assert shapes[3] == [(0, "tiered", 900, 1000)]
+    assert shapes[4] == [(0, "hot", 1000, 1200)], "a hot split is a task of its own"
+    assert shapes[5] == [(1, "tiered", 0, 100), (1, "tiered", 100, 200)], "partitions apart"
+    assert [s for g in groups for s in g] == splits, "every split once, in order"
+    assert [len(g) for g in group_splits(splits, split_bytes=0)] == [1] * len(splits)
+    # minPartitions: the widest groups are halved until there are enough
+    wanted = group_splits(splits, split_bytes=10_000, min_partitions=6)
+    assert len(wanted) == 6
+    assert [s for g in wanted for s in g] == splits
+    assert len(group_splits(splits, split_bytes=10_000, min_partitions=99)) == len(splits)
+
+
 def test_min_partitions_cuts_hot_splits_only() -> None:
     splits = split_range("t", 0, 0, 1000, segments=[segment(0, 99)], cluster_id="c")
     more = split_hot(splits, 5)
@@ -117,6 +136,7 @@ def test_options_as_spark_reads_them() -> None:
     assert options.store is not None
     assert options.store.bucket == "b"
     assert options.describe_remote
+    assert options.prefetch_chunks == 1
 
     timed = read_options(
         {**base, "assign": '{"a": [1, 0]}', "startingTimestamp": "1000"}, streaming=True
@@ -144,6 +164,11 @@ def test_options_as_spark_reads_them() -> None:
         ),
         ({"kafka.bootstrap.servers": "h:1", "subscribe": "a", "endingOffsets": "{"}, "not JSON"),
         ({"kafka.bootstrap.servers": "h:1", "subscribe": "a", "sluice.s3.nope": "1"}, "unknown"),
+        (
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "a"}
+            | {"sluice.read.prefetch.chunks": "9"},
+            "at most 8",
+        ),
     ],
 )
 def test_bad_options_are_refused_clearly(options: dict[str, str], message: str) -> None:

@@ -3,7 +3,11 @@ schema, control batches skipped, offset ranges cut, batches split across chunks.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -108,6 +112,18 @@ def test_batches_split_across_chunks_are_joined() -> None:
         for batch in iter_batches(iter(chunks)):
             decode_into(columns, batch, 0, 1000)
         assert columns.flush().column("offset").to_pylist() == list(range(60))
+
+
+_LOG = [encode_batch([(b"k", b"v" * (7 * i))] * (1 + i % 3), base_offset=10 * i) for i in range(12)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=sum(map(len, _LOG))), max_size=40))
+def test_any_cuts_give_back_the_same_batches(cuts: list[int]) -> None:
+    log = b"".join(_LOG)
+    points = sorted([0, len(log), *cuts])  # equal cuts make empty chunks
+    chunks = [log[a:b] for a, b in itertools.pairwise(points)] + [b""]
+    assert [bytes(b) for b in iter_batches(iter(chunks))] == _LOG
 
 
 def test_damage_is_reported_not_returned() -> None:
