@@ -112,9 +112,14 @@ def test_oversized_batch_is_message_too_large(auto_broker: BrokerProcess) -> Non
     end = _seed(auto_broker.bootstrap, topic)
     batch = encode_batch([(b"k", b"x" * 1_100_000)])
     with RawClient(auto_broker.bootstrap) as client:
-        # over socket.request.max.bytes=1 MiB: the frame itself is refused
-        client.send(produce_request(topic, batch))
-        assert client.is_closed()
+        # over socket.request.max.bytes=1 MiB: the frame itself is refused, the connection
+        # closed as soon as its size is read (a reset may meet the rest of the send)
+        try:
+            client.send(produce_request(topic, batch))
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        else:
+            assert client.is_closed()
     _assert_alive_and_intact(auto_broker, topic, end)
 
 
