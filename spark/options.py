@@ -84,6 +84,9 @@ class Selection:
         return list(self.topics)
 
 
+DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     bootstrap: str
@@ -103,7 +106,7 @@ class ReadOptions:
     """Where tiered segments are read from; None: read everything through the brokers."""
     chunk_bytes: int = 16 * 1024 * 1024
     """``sluice.read.chunk.bytes``: bytes per ranged GET of a segment object."""
-    split_bytes: int = 128 * 1024 * 1024
+    split_bytes: int = DEFAULT_SPLIT_BYTES
     """``sluice.read.split.bytes``: consecutive tiered segments of a partition are read by
     one Spark task while they add up to at most this (0: a task per segment)."""
     prefetch_chunks: int = 1
@@ -336,7 +339,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         kafka_conf=kafka_conf(lowered),
         store=store if mode == "direct" else None,
         chunk_bytes=_int(lowered, "sluice.read.chunk.bytes", 16 * 1024 * 1024) or 1 << 20,
-        split_bytes=_int(lowered, "sluice.read.split.bytes", 128 * 1024 * 1024) or 0,
+        split_bytes=_int(lowered, "sluice.read.split.bytes", DEFAULT_SPLIT_BYTES) or 0,
         prefetch_chunks=_prefetch(lowered),
         rows_per_batch=_int(lowered, "sluice.read.rows.per.batch", 10_000) or 10_000,
         hot_timeout_ms=_int(lowered, "sluice.hot.read.timeout.ms", 60_000) or 60_000,

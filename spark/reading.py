@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import time
 import uuid
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from confluent_kafka import (
@@ -77,19 +78,15 @@ def read_splits(
     read_committed: bool = False,
     prefetch_chunks: int = 1,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of one input partition: its splits in order (consecutive tiered ones share
+    """The rows of one input partition: its splits in order (a run of tiered ones shares
     one queue of GETs)."""
     settle_heap()
-    tiered: list[TieredSplit] = []
-    for split in (*splits, None):
-        if isinstance(split, TieredSplit):
-            tiered.append(split)
-            continue
+    for tiered, run in itertools.groupby(splits, lambda s: isinstance(s, TieredSplit)):
         if tiered:
             if store is None:
                 raise ValueError("a tiered split without object store settings")
             yield from read_tiered(
-                tiered,
+                cast("list[TieredSplit]", list(run)),
                 store,
                 include_headers=include_headers,
                 rows_per_batch=rows_per_batch,
@@ -98,8 +95,8 @@ def read_splits(
                 read_committed=read_committed,
                 prefetch=prefetch_chunks,
             )
-            tiered = []
-        if split is not None:
+            continue
+        for split in cast("list[HotSplit]", list(run)):
             yield from read_hot(
                 split,
                 bootstrap=bootstrap,
@@ -134,29 +131,25 @@ def read_tiered(
     read_committed: bool = False,
     prefetch: int = 1,
 ) -> Iterator[pa.RecordBatch]:
-    """Records ``[start, end)`` of each split's segment object, in order, batches checked by
+    """Records ``[start, end)`` of each split's segment object (splits of one topic
+    partition, as ``group_splits`` makes them), in order, batches checked by
     CRC; the GETs of all the splits' chunks in one queue (``ChunkQueue``, ``prefetch`` of
     them ahead). A split starting inside its segment begins at the batch the segment's
     index names for its start (one small GET), not at the first byte. ``read_committed``:
     batches of aborted transactions are dropped (the segment's ``.txnindex`` object, one
     small GET)."""
+    if not splits:
+        return
+    topic, partition = splits[0].topic, splits[0].partition
+    if any((s.topic, s.partition) != (topic, partition) for s in splits):
+        raise ValueError("tiered splits of several topic partitions in one read")
     store = _store(settings)
     queue = ChunkQueue(store, chunk_bytes, prefetch)
-    columns: Columns | None = None
+    # a batch may pass rows_per_batch by one records block; its data is at most a chunk's
+    columns = Columns(topic, partition, include_headers, 2 * rows_per_batch, chunk_bytes)
     try:
         numbers = [queue.add(s.key, start_position(store, s), s.size_bytes) for s in splits]
         for split, number in zip(splits, numbers, strict=True):
-            if columns is None or (columns.topic, columns.partition) != (
-                split.topic,
-                split.partition,
-            ):
-                if columns is not None and len(columns):
-                    yield columns.flush()
-                # a batch may pass rows_per_batch by one records block; its data is at most
-                # a chunk's
-                columns = Columns(
-                    split.topic, split.partition, include_headers, 2 * rows_per_batch, chunk_bytes
-                )
             yield from _decode_split(
                 split,
                 queue.chunks(number),
@@ -167,7 +160,7 @@ def read_tiered(
             )
     finally:
         queue.close()
-    if columns is not None and len(columns):
+    if len(columns):
         yield columns.flush()
 
 
