@@ -66,14 +66,19 @@ from spark.remote_log import RemoteLog, describe_remote_log
 from spark.source import SluiceReader
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.minio import BINARY as MINIO_BINARY
+from tests.support.minio import MinioServer
 from tests.support.spark_session import local_session, stock_connector_jars, stop_session
 from tests.support.tiering import TEST_ADMIN, data_source_options
+from tiered.access_keys import AccessKey
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.layout import segment_keys
 
 RESULTS = REPO / "bench" / "RESULTS.md"
 BEGIN = "<!-- BEGIN spark (bench/bench_spark.py) -->"
 END = "<!-- END spark -->"
+BEGIN_MINIO = "<!-- BEGIN spark-minio (bench/bench_spark.py --store minio) -->"
+END_MINIO = "<!-- END spark-minio -->"
 MiB = 1 << 20
 MB = 1_000_000
 SEGMENT = 16 * MiB
@@ -90,6 +95,16 @@ BUCKET = "bench"
 READERS = ("sluice", "kafka", "consumer")
 KINDS = (*READERS, "memory", "raw")
 SPARK = ("sluice", "kafka", "memory")
+STORES = ("embedded", "minio")
+"""--store: the embedded S3 server (durable moto, what ``cloudctl up`` runs, Python) or
+MinIO (Go; ``make minio``), each on the same 2 cores as the broker and Spark."""
+
+S3Server = EmbeddedS3 | MinioServer
+
+
+def key_of(s3: S3Server) -> AccessKey:
+    assert s3.admin is not None, "the server's admin key is known once it is made"
+    return s3.admin
 
 
 # ---------------------------------------------------------------------------- topics
@@ -136,8 +151,8 @@ def create(broker: BrokerProcess, topic: Topic) -> None:
     client.create_topics([new])[topic.name].result(30)
 
 
-def s3_options(s3: EmbeddedS3) -> dict[str, str]:
-    return data_source_options(s3.endpoint, BUCKET)
+def s3_options(s3: S3Server) -> dict[str, str]:
+    return data_source_options(s3.endpoint, BUCKET, key_of(s3))
 
 
 def settled(broker: BrokerProcess, topic: Topic) -> bool:
@@ -244,7 +259,7 @@ def memory_source() -> type:
 class SparkReader:
     """The two Spark reads of one topic, with one query: count, payload bytes, offsets."""
 
-    def __init__(self, session: Any, broker: BrokerProcess, s3: EmbeddedS3) -> None:
+    def __init__(self, session: Any, broker: BrokerProcess, s3: S3Server) -> None:
         self.session = session
         self.broker = broker
         self.s3 = s3
@@ -296,7 +311,7 @@ class SparkReader:
         return Read(usage, spark_cpu, df.rdd.getNumPartitions())
 
 
-def consume(broker: BrokerProcess, s3: EmbeddedS3, topic: Topic) -> Read:
+def consume(broker: BrokerProcess, s3: S3Server, topic: Topic) -> Read:
     """A plain confluent-kafka consumer, every partition from offset 0 to its high
     watermark, no consumer group; values' lengths summed."""
     meter = Meter(s3, broker)
@@ -343,9 +358,7 @@ def check(kind: str, topic: Topic, count: int, size: int, offsets: int) -> None:
         )
 
 
-def sluice_tasks(
-    broker: BrokerProcess, s3: EmbeddedS3, topic: Topic, ending: str
-) -> list[list[int]]:
+def sluice_tasks(broker: BrokerProcess, s3: S3Server, topic: Topic, ending: str) -> list[list[int]]:
     """The input partitions `format("sluice")` plans for the read, as [partition, start,
     end] of offsets: the from-memory source reads the same rows in the same tasks."""
     options = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic.name}
@@ -357,7 +370,7 @@ def sluice_tasks(
     return tasks
 
 
-def decode_alone(s3: EmbeddedS3, broker: BrokerProcess, topic: Topic) -> tuple[float, int]:
+def decode_alone(s3: S3Server, broker: BrokerProcess, topic: Topic) -> tuple[float, int]:
     """The executor's work for the topic's tiered splits, in this process without Spark:
     ``spark.source``'s reader plans the topic and reads every tiered split (GETs, CRC
     checks, decoding into Arrow batches). Returns (CPU seconds, bytes of values)."""
@@ -374,7 +387,7 @@ def decode_alone(s3: EmbeddedS3, broker: BrokerProcess, topic: Topic) -> tuple[f
     return time.process_time() - started, size
 
 
-def raw_gets(s3: EmbeddedS3, topic: Topic, threads: int = 2) -> Usage:
+def raw_gets(s3: S3Server, topic: Topic, threads: int = 2) -> Usage:
     """Every .log object of the topic fetched whole (ranged GETs of CHUNK bytes), by
     ``threads`` threads sharing a queue: the object store's rate for this job."""
     assert topic.remote is not None
@@ -383,7 +396,7 @@ def raw_gets(s3: EmbeddedS3, topic: Topic, threads: int = 2) -> Usage:
     errors: list[BaseException] = []
 
     def worker() -> None:
-        store = store_for(s3.endpoint)
+        store = store_for(s3.endpoint, key_of(s3))
         while True:
             with lock:
                 if not keys:
@@ -431,7 +444,7 @@ def prepare(broker: BrokerProcess, topic: Topic) -> None:
 
 
 def read_once(
-    kind: str, topic: Topic, reader: SparkReader, broker: BrokerProcess, s3: EmbeddedS3
+    kind: str, topic: Topic, reader: SparkReader, broker: BrokerProcess, s3: S3Server
 ) -> Read:
     if kind in ("sluice", "kafka", "memory"):
         return reader.read(kind, topic)
@@ -440,20 +453,27 @@ def read_once(
     return Read(raw_gets(s3, topic))
 
 
-def measure(mib: int, counts: list[int], runs: int, workdir: Path | None) -> dict[str, Any]:
+def measure(
+    mib: int, counts: list[int], runs: int, workdir: Path | None, store: str = "embedded"
+) -> dict[str, Any]:
     if not stock_connector_jars():
         raise SystemExit("Spark's Kafka connector is missing: run make spark-kafka")
     out: dict[str, Any] = {"load_before": os.getloadavg(), "mib": mib, "runs": runs}
+    out["store"] = store
     records = mib * MiB // RECORD
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-spark-", dir=workdir))
-    s3 = EmbeddedS3(work / "s3", admin=TEST_ADMIN)
-    settings = broker_settings(s3.endpoint, CACHE, chunk_bytes=CHUNK)
+    s3: S3Server = (
+        MinioServer(work / "minio")
+        if store == "minio"
+        else EmbeddedS3(work / "s3", admin=TEST_ADMIN)
+    )
+    settings = broker_settings(s3.endpoint, CACHE, chunk_bytes=CHUNK, key=key_of(s3))
     broker = BrokerProcess(work / "broker", settings)
     topics = [Topic(f"backfill-{p}", p, records) for p in counts]
     out["topics"] = topics
     try:
         s3.start()
-        store_for(s3.endpoint).ensure_bucket()
+        store_for(s3.endpoint, key_of(s3)).ensure_bucket()
         broker.start()
         for topic in topics:
             prepare(broker, topic)
@@ -526,6 +546,8 @@ def render(r: dict[str, Any]) -> str:
     topics: list[Topic] = r["topics"]
     results: dict[tuple[int, str], list[Read]] = r["results"]
     mib, runs = r["mib"], r["runs"]
+    minio = r.get("store") == "minio"
+    gets = "-"  # MinIO logs no requests
     med = {key: median_read(reads) for key, reads in results.items()}
     first = topics[0].partitions
     rows = []
@@ -556,7 +578,8 @@ def render(r: dict[str, Any]) -> str:
                 f"| {p} | {NAMES[kind]} | {rate[kind]:.0f}"
                 + (f" ({spread[0]:.0f}-{spread[-1]:.0f})" if runs > 1 else "")
                 + f" | {topic.records / read.usage.seconds:,.0f}"
-                f" | {ratio} | {tasks} | {log_gets(read.usage)} | {cpu(kind, read)} |"
+                f" | {ratio} | {tasks} | {gets if minio else log_gets(read.usage)}"
+                f" | {cpu(kind, read)} |"
             )
         rows.append(
             f"| {p} | ({len(topic.segments())} segments tiered, "
@@ -579,16 +602,23 @@ def render(r: dict[str, Any]) -> str:
     decode_ms = decode_cpu * 1000 / (decode_bytes / MB)
     lb, la = r["load_before"], r["load_after"]
     counts = ",".join(str(t.partitions) for t in topics)
+    server = (
+        "MinIO (`make minio`, Go: the object store's own CPU per byte is a fraction of the "
+        "embedded server's)"
+        if minio
+        else "the embedded S3 server (durable moto)"
+    )
     lines = [
-        BEGIN,
-        "## Spark backfill (issue 6)",
+        BEGIN_MINIO if minio else BEGIN,
+        "## Spark backfill, MinIO as the object store" if minio else "## Spark backfill (issue 6)",
         "",
-        f"`python -m bench.bench_spark --mib {mib} --partitions {counts} --runs {runs}` on "
+        f"`python -m bench.bench_spark --mib {mib} --partitions {counts} --runs {runs}"
+        + (" --store minio" if minio else "")
+        + "` on "
         f"{platform.node()} (nproc {os.cpu_count()}), {time.strftime('%Y-%m-%d %H:%M')}, "
         f"Spark {r.get('spark_version', '?')} local[2]; load average before "
         f"{lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f}, after {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}. "
-        "One broker, the embedded S3 server (durable moto) and Spark on loopback, all on "
-        "the same 2 cores.",
+        f"One broker, {server} and Spark on loopback, all on the same 2 cores.",
         "",
         f"Each topic: {mib} MiB of {RECORD} B records ({topics[0].records:,} records, random "
         "bytes, uncompressed), record i in partition i % P; segment.bytes "
@@ -602,7 +632,8 @@ def render(r: dict[str, Any]) -> str:
         "MB/s = 10^6 bytes of record values per second of the median run"
         + (f" (range of {runs} runs)" if runs > 1 else "")
         + ". Input partitions: Spark's tasks for the read. GETs: ranged GETs of segment "
-        "objects the S3 server logged during the read.",
+        "objects the S3 server logged during the read"
+        + (" (MinIO does not log them: -)." if minio else "."),
         "",
         "| partitions | reader | MB/s | records/s | ratio | input partitions | GETs | CPU "
         "(cores; others: share of the machine) |",
@@ -633,7 +664,7 @@ def render(r: dict[str, Any]) -> str:
         "the from-memory source shows: the Python worker writes each Arrow batch to the JVM "
         "over a socket, where it becomes rows. Spark's Kafka source decodes in the JVM and "
         "leaves the remote reads to the broker, whose CPU it adds.",
-        END,
+        END_MINIO if minio else END,
     ]
     return "\n".join(lines) + "\n"
 
@@ -645,6 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs of each read (median)")
     parser.add_argument("--workdir", type=Path, default=None, help="parent of the temp dir")
     parser.add_argument("--no-write", action="store_true", help="do not update bench/RESULTS.md")
+    parser.add_argument(
+        "--store",
+        choices=STORES,
+        default="embedded",
+        help="the object store: the embedded S3 server (default) or MinIO (make minio)",
+    )
     args = parser.parse_args(argv)
     try:
         counts = [int(x) for x in args.partitions.split(",")]
@@ -657,11 +694,16 @@ def main(argv: list[str] | None = None) -> int:
             f"--mib must be at least {2 * SEGMENT // MiB * max(counts)} "
             "(two segments per partition)"
         )
-    result = measure(args.mib, counts, max(1, args.runs), args.workdir)
+    if args.store == "minio" and not MINIO_BINARY.exists():
+        parser.error(f"--store minio: {MINIO_BINARY} is missing: run make minio")
+    result = measure(args.mib, counts, max(1, args.runs), args.workdir, args.store)
     section = render(result)
     print(section)
     if not args.no_write:
-        replace_section(RESULTS, BEGIN, END, section)
+        if args.store == "minio":
+            replace_section(RESULTS, BEGIN_MINIO, END_MINIO, section)
+        else:
+            replace_section(RESULTS, BEGIN, END, section)
         print(f"updated {RESULTS}")
     return 0
 

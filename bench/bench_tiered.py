@@ -63,7 +63,9 @@ from bench.common import REPO, Others, cpu_seconds, replace_section
 from controlplane.kafka import Admin
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
+from tests.support.minio import MinioServer
 from tests.support.tiering import TEST_ADMIN
+from tiered.access_keys import AccessKey
 from tiered.chunk_cache import DEFAULT_CHUNK_BYTES, DEFAULT_READAHEAD
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
@@ -132,7 +134,7 @@ class Meter:
     """CPU of the broker, the S3 server and the waited-for children (kcat) over a step, and
     the share of the machine other processes took (a noisy machine shows here)."""
 
-    def __init__(self, s3: EmbeddedS3, broker: BrokerProcess | None) -> None:
+    def __init__(self, s3: EmbeddedS3 | MinioServer, broker: BrokerProcess | None) -> None:
         self.s3_pid = s3.proc.pid if s3.proc else 0
         self.broker_pid = broker.proc.pid if broker and broker.proc else 0
         self.s3_log = s3.log_path
@@ -161,10 +163,13 @@ class Meter:
 # ---------------------------------------------------------------------------- the store
 
 
-def store_for(endpoint: str) -> S3ObjectStore:
+def store_for(endpoint: str, key: AccessKey = TEST_ADMIN) -> S3ObjectStore:
     return S3ObjectStore(
         ObjectStoreSettings(
-            endpoint=endpoint, bucket=BUCKET, access_key_id="test", secret_access_key="test"
+            endpoint=endpoint,
+            bucket=BUCKET,
+            access_key_id=key.access_key_id,
+            secret_access_key=key.secret_access_key,
         )
     )
 
@@ -244,7 +249,11 @@ class RawStore:
 
 
 def broker_settings(
-    endpoint: str, cache_bytes: int, readahead: int = DEFAULT_READAHEAD, chunk_bytes: int = CHUNK
+    endpoint: str,
+    cache_bytes: int,
+    readahead: int = DEFAULT_READAHEAD,
+    chunk_bytes: int = CHUNK,
+    key: AccessKey = TEST_ADMIN,
 ) -> dict[str, str]:
     return {
         "remote.fetch.readahead.chunks": str(readahead),
@@ -255,8 +264,8 @@ def broker_settings(
         "remote.fetch.cache.bytes": str(cache_bytes),
         "tiered.s3.endpoint": endpoint,
         "tiered.s3.bucket": BUCKET,
-        "tiered.s3.access.key.id": "test",
-        "tiered.s3.secret.access.key": "test",
+        "tiered.s3.access.key.id": key.access_key_id,
+        "tiered.s3.secret.access.key": key.secret_access_key,
     }
 
 

@@ -40,11 +40,11 @@ def broker_settings(endpoint: str, bucket: str) -> dict[str, str]:
     }
 
 
-def data_source_options(endpoint: str, bucket: str) -> dict[str, str]:
+def data_source_options(endpoint: str, bucket: str, key: AccessKey = TEST_ADMIN) -> dict[str, str]:
     """``format("sluice")``'s options for the object store of such a broker."""
     return {
         "sluice.s3.endpoint": endpoint,
         "sluice.s3.bucket": bucket,
-        "sluice.s3.access.key.id": "test",
-        "sluice.s3.secret.access.key": "test",
+        "sluice.s3.access.key.id": key.access_key_id,
+        "sluice.s3.secret.access.key": key.secret_access_key,
     }

@@ -3,17 +3,14 @@ layer's operations, and a broker that uploads segments, serves them from offset 
 are gone locally, and deletes a topic's objects.
 
 MinIO is built from the Go module proxy by ``make minio`` (tools/build-minio.sh) into
-``.cache/minio/minio``. These tests are marked ``minio`` and run with ``make test-minio``,
-not with ``make test``: the build fetches ~1 GB of Go modules and takes minutes.
+``.cache/minio/minio`` and run by ``tests.support.minio.MinioServer``. These tests are
+marked ``minio`` and run with ``make test-minio``, not with ``make test``: the build fetches
+~1 GB of Go modules and takes minutes.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -21,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from tests.conftest import unique
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
-from tests.support.processes import free_port
+from tests.support.minio import BINARY, ROOT, MinioServer
 from tests.support.tiering import broker_settings
 from tests.tiered import test_object_store as ost
 from tests.tiered.conftest import settings_for
@@ -37,44 +34,24 @@ from tiered.object_store import S3ObjectStore
 
 pytestmark = pytest.mark.minio
 
-REPO = Path(__file__).resolve().parents[2]
-BINARY = REPO / ".cache" / "minio" / "minio"
-USER, PASSWORD = "sluice-test", "sluice-test-secret"  # MinIO wants 8+ characters
-
 
 @pytest.fixture(scope="module")
 def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A MinIO server on a free loopback port; its endpoint URL."""
     if not BINARY.exists():
         pytest.fail(f"{BINARY} is missing: run `make minio` (or `make test-minio`)")
-    port, console = free_port(), free_port()
-    data = tmp_path_factory.mktemp("minio")
-    env = {**os.environ, "MINIO_ROOT_USER": USER, "MINIO_ROOT_PASSWORD": PASSWORD}
-    cmd = [str(BINARY), "server", str(data / "disk"), "--address", f"127.0.0.1:{port}",
-           "--console-address", f"127.0.0.1:{console}", "--quiet"]  # fmt: skip
-    with open(data / "minio.log", "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _live(endpoint), 30, "MinIO answering")
-        yield endpoint
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-def _live(endpoint: str) -> bool:
-    with urllib.request.urlopen(f"{endpoint}/minio/health/live", timeout=2) as reply:
-        return bool(reply.status == 200)
+    with MinioServer(tmp_path_factory.mktemp("minio") / "disk") as server:
+        yield server.endpoint
 
 
 def minio_store(endpoint: str, bucket: str) -> S3ObjectStore:
     return S3ObjectStore(
-        settings_for(endpoint, bucket, access_key_id=USER, secret_access_key=PASSWORD)
+        settings_for(
+            endpoint,
+            bucket,
+            access_key_id=ROOT.access_key_id,
+            secret_access_key=ROOT.secret_access_key,
+        )
     )
 
 
@@ -100,8 +77,8 @@ test_pickled_store_works = ost.test_pickled_store_works
 @pytest.fixture(scope="module")
 def broker(minio: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     settings = broker_settings(minio, "tiering")
-    settings["tiered.s3.access.key.id"] = USER
-    settings["tiered.s3.secret.access.key"] = PASSWORD
+    settings["tiered.s3.access.key.id"] = ROOT.access_key_id
+    settings["tiered.s3.secret.access.key"] = ROOT.secret_access_key
     proc = BrokerProcess(tmp_path_factory.mktemp("minio-broker"), settings)
     proc.start()
     try:
