@@ -62,6 +62,7 @@ from werkzeug.serving import make_server
 from tiered import read_meter
 from tiered.access_keys import KEYS_FILE, AccessKey, KeyFile, generate
 from tiered.s3_auth import SigV4Front
+from tiered.s3_fast_get import FastGet
 
 # moto is imported only inside what the server process runs (serve, install_hooks,
 # DiskMirror.sync_key): the control plane, tests and benches import this module for
@@ -318,6 +319,7 @@ def serve(
     *,
     read_counts_flush_ms: int = read_meter.FLUSH_MS,
     read_counts_retention_ms: int = read_meter.RETENTION_MS,
+    fast_get: bool = True,
 ) -> None:
     # buckets by path only, so the bucket a key's scope is checked against (SigV4Front) is the
     # one moto serves; moto reads the setting when it is imported, just below
@@ -327,7 +329,10 @@ def serve(
         MotoRequestHandler,
         create_backend_app,
     )
-    from moto.s3.models import s3_backends  # noqa: PLC0415 - moto: server process only, see top
+    from moto.s3.models import (  # noqa: PLC0415 - moto: server process only, see top
+        FakeKey,
+        s3_backends,
+    )
 
     data_dir.mkdir(parents=True, exist_ok=True)
     mirror = DiskMirror(data_dir)
@@ -336,12 +341,12 @@ def serve(
     buckets, objects = mirror.load_into(s3_backends)
     install_hooks()
     reads = read_meter.ReadCounts(data_dir, retention_ms=read_counts_retention_ms)
-    app = SigV4Front(
-        read_meter.ReadMeter(
-            DurableApp(DomainDispatcherApplication(create_backend_app), mirror), reads
-        ),
-        data_dir / KEYS_FILE,
+    moto_app: DurableApp | FastGet = DurableApp(
+        DomainDispatcherApplication(create_backend_app), mirror
     )
+    if fast_get:
+        moto_app = FastGet(moto_app, mirror.root, s3_backends, FakeKey)
+    app = SigV4Front(read_meter.ReadMeter(moto_app, reads), data_dir / KEYS_FILE)
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     bound = server.server_address[1]
     (data_dir / "embedded_s3.port").write_text(f"{bound}\n")
@@ -380,6 +385,12 @@ def main(argv: list[str] | None = None) -> None:
         default=read_meter.RETENTION_MS,
         help="how long read-bytes.json keeps a minute's counts",
     )
+    parser.add_argument(
+        "--no-fast-get",
+        action="store_true",
+        help="let moto answer every GET (by default plain GETs of objects held in files are "
+        "sent with sendfile: tiered.s3_fast_get)",
+    )
     args = parser.parse_args(argv)
     if args.read_counts_flush_ms <= 0 or args.read_counts_retention_ms <= 0:
         parser.error("--read-counts-flush-ms and --read-counts-retention-ms must be positive")
@@ -389,6 +400,7 @@ def main(argv: list[str] | None = None) -> None:
         args.port,
         read_counts_flush_ms=args.read_counts_flush_ms,
         read_counts_retention_ms=args.read_counts_retention_ms,
+        fast_get=not args.no_fast_get,
     )
 
 
@@ -413,12 +425,15 @@ class EmbeddedS3:
         admin: AccessKey | None = None,
         *,
         read_counts_retention_ms: int = read_meter.RETENTION_MS,
+        fast_get: bool = True,
     ) -> None:
         """``admin``: the key allowed everything, written to the key file at ``start`` (none:
         the file's admin key, or a new random one); ``self.admin`` is the one in use.
         ``read_counts_retention_ms``: how long the server keeps what clients read
-        (``tiered.read_meter``)."""
+        (``tiered.read_meter``). ``fast_get``: plain GETs sent with sendfile
+        (``tiered.s3_fast_get``); False: moto answers every request."""
         self.read_counts_retention_ms = read_counts_retention_ms
+        self.fast_get = fast_get
         self.data_dir = data_dir
         self.keys = KeyFile(data_dir / KEYS_FILE)
         self.admin = admin
@@ -454,6 +469,7 @@ class EmbeddedS3:
             str(self.port),
             "--read-counts-retention-ms",
             str(self.read_counts_retention_ms),
+            *([] if self.fast_get else ["--no-fast-get"]),
         ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

@@ -34,6 +34,7 @@ from typing import Any
 
 from tiered.layout import parse_key
 from tiered.s3_auth import ACCESS_KEY_ENVIRON
+from tiered.s3_fast_get import FileBody
 
 READS_FILE = "read-bytes.json"
 """The counts file's name in the embedded server's data directory."""
@@ -136,12 +137,15 @@ class ReadMeter:
     def _counted(
         self, body: Iterable[bytes], status: list[str], bucket: str, topic: str
     ) -> Iterator[bytes]:
+        ok = bool(status) and status[0][:3] in ("200", "206")
         try:
             for chunk in body:
-                if status and status[0][:3] in ("200", "206"):
+                if ok:
                     self.counts.add(bucket, topic, len(chunk))
                 yield chunk
         finally:
+            if ok and isinstance(body, FileBody) and body.sent:  # sent with sendfile
+                self.counts.add(bucket, topic, body.sent)
             close = getattr(body, "close", None)
             if close is not None:
                 with contextlib.suppress(Exception):
