@@ -5,13 +5,15 @@ presigned URLs with every form of Range, conditional GETs, objects held in memor
 files, missing keys); status, body and headers must match, but for the Date and the request
 id (the fast path's says it sent the body with sendfile, which shows it served the request).
 Then: GETs racing overwrites and deletes of the same key see one whole version each, a
-read-only key's GETs are metered to the byte, and a restart serves the reloaded objects.
+read-only key's GETs are metered to the byte, a restart serves the reloaded objects, and
+readers that hang up mid-body leave the server serving.
 """
 
 from __future__ import annotations
 
 import http.client
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -242,3 +244,40 @@ def test_sent_bytes_are_metered_and_a_restart_serves_the_reloaded_objects(
         assert headers["x-amzn-requestid"].startswith("sendfile-"), headers
     finally:
         server.stop()
+
+
+def test_readers_that_hang_up_mid_body_leave_the_server_serving(
+    servers: tuple[EmbeddedS3, EmbeddedS3],
+) -> None:
+    """20 GETs of the file-held object whose clients close after 1,000 bytes of the body
+    (a killed executor), 4 at a time: the server stays up and answers the next GET whole."""
+    fast, _ = servers
+    url = client(fast).generate_presigned_url(
+        "get_object", Params={"Bucket": BUCKET, "Key": "big.log"}, ExpiresIn=300
+    )
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname is not None
+    assert parts.port is not None
+
+    def hang_up() -> None:
+        with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+            request = f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n"
+            sock.sendall(request.encode())
+            got = b""
+            while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < 1000:
+                chunk = sock.recv(65536)
+                assert chunk, "the server closed before 1,000 bytes of the body"
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200"), got[:200]
+
+    for _ in range(5):
+        threads = [threading.Thread(target=hang_up) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert fast.proc is not None
+    assert fast.proc.poll() is None, "the server exited"
+    status, headers, body = raw_get(fast, "big.log", {})
+    assert (status, body) == (200, BIG)
+    assert headers["x-amzn-requestid"].startswith("sendfile-")
