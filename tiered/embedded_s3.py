@@ -74,6 +74,8 @@ MAGIC = b"SLUS3OB1"
 _HEADER = struct.Struct(">I")
 _COPY_CHUNK = 4 * 1024 * 1024
 _LOCK_STRIPES = 64
+READ_RETRIES = 3
+"""Attempts of a GET or HEAD whose key was replaced while moto read it (``DurableApp``)."""
 
 READY_PREFIX = "embedded-s3 listening on "
 
@@ -274,7 +276,7 @@ class DurableApp:
 
         _pending.changes = []
         try:
-            body = self.app(environ, hold)
+            body = self._call(environ, hold)
             changes = _pending.changes
         finally:
             _pending.changes = None
@@ -295,6 +297,19 @@ class DurableApp:
         if held:
             start_response(*held)
         return body
+
+    def _call(self, environ: dict[str, Any], hold: Callable[..., Any]) -> Any:
+        """moto's answer. A GET or HEAD that met its key replaced while moto read it (moto
+        disposes of a replaced key's buffer without the key's lock: "seek of closed file")
+        is asked again, up to READ_RETRIES times, instead of failing with a 500."""
+        reads = str(environ.get("REQUEST_METHOD", "")).upper() in ("GET", "HEAD")
+        for attempt in range(READ_RETRIES):
+            try:
+                return self.app(environ, hold)
+            except ValueError:
+                if not reads or attempt == READ_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _persist(self, changes: list[tuple[str, Any, str, str]]) -> None:
         seen: set[tuple[str, int, str, str]] = set()

@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+REPLACED_RETRIES = 5
+"""Lookups of a key that a PUT or DELETE replaced between the lookup and the open."""
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 _REFUSED_HEADERS = ("HTTP_IF_", "HTTP_X_AMZ_SERVER_SIDE_ENCRYPTION_CUSTOMER", "HTTP_ORIGIN")
 _REFUSED_EXACT = ("HTTP_X_AMZ_CHECKSUM_MODE", "HTTP_X_MOTO_ACCOUNT_ID", "HTTP_X_AMZ_VERSION_ID")
@@ -99,10 +101,17 @@ class FastGet:
         if not isinstance(sock, socket.socket):
             return None
         bucket_name, _, key_name = str(environ.get("PATH_INFO") or "").lstrip("/").partition("/")
-        key = self._key(bucket_name, key_name)
-        opened = None if key is None else _open(key)
-        if opened is None:
-            return None
+        for _ in range(REPLACED_RETRIES):
+            key = self._key(bucket_name, key_name)
+            if key is None:
+                return None
+            opened = _open(key)
+            if opened is not None:
+                break
+            if not (key.disposed or key._value_buffer.closed):
+                return None  # held in memory: moto sends it
+        else:
+            return None  # replaced again and again: moto answers
         fd, size = opened
         try:
             answer = self._headers(environ, key, size)
