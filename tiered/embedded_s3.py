@@ -257,7 +257,39 @@ def install_hooks() -> None:
     wrap("delete_object", "key")
     wrap("create_bucket", "bucket")
     wrap("delete_bucket", "bucket")
+    _lock_etag()
     S3Backend._sluice_hooked = True  # type: ignore[attr-defined]
+
+
+def _lock_etag() -> None:
+    """moto computes a key's etag lazily, the first time it is asked for (its PUT's answer,
+    a GET's headers), by seeking its buffer to 0 and reading it to the end without the key's
+    lock; ``FakeKey.value`` (a GET's body) seeks and reads the same buffer under the lock. A
+    GET racing the PUT of a new key could so read from the end: a 200 with an empty body (a
+    clean-clone run of the overwrite-race test met one, its checksum header the object's).
+    Here the etag is computed under the lock, made reentrant (the disk mirror asks for the
+    etag while it holds it)."""
+    from moto.s3.models import FakeKey  # noqa: PLC0415 - moto: server process only, see top
+
+    etag = FakeKey.etag
+    init = FakeKey.__init__
+    setstate = FakeKey.__setstate__
+
+    def locked_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.lock = threading.RLock()
+
+    def locked_setstate(self: Any, state: Any) -> None:
+        setstate(self, state)
+        self.lock = threading.RLock()
+
+    def locked_etag(self: Any) -> str:
+        with self.lock:
+            return str(etag.fget(self))  # type: ignore[attr-defined]
+
+    FakeKey.__init__ = locked_init  # type: ignore[method-assign]
+    FakeKey.__setstate__ = locked_setstate  # type: ignore[method-assign]
+    FakeKey.etag = property(locked_etag)  # type: ignore[method-assign,assignment]
 
 
 class DurableApp:
