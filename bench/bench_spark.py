@@ -603,8 +603,7 @@ def render(r: dict[str, Any]) -> str:
     lb, la = r["load_before"], r["load_after"]
     counts = ",".join(str(t.partitions) for t in topics)
     server = (
-        "MinIO (`make minio`, Go: the object store's own CPU per byte is a fraction of the "
-        "embedded server's)"
+        "MinIO (`make minio`, Go, a real S3 server that is not moto)"
         if minio
         else "the embedded S3 server (durable moto)"
     )

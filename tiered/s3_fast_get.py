@@ -84,6 +84,9 @@ class FastGet:
         self.buckets_dir = buckets_dir
         self.backends = backends
         self.key_type: Any = key_type
+        self._homes: dict[str, Any] = {}
+        """Bucket name -> the moto backend holding it (read from its ``bucket.json`` once,
+        again when the bucket is no longer there)."""
         self.served = 0
         """Requests answered here (for tests)."""
 
@@ -128,12 +131,17 @@ class FastGet:
     def _key(self, bucket_name: str, key_name: str) -> Any:
         if not bucket_name or not key_name:
             return None
-        try:
-            meta = json.loads((self.buckets_dir / bucket_name / "bucket.json").read_bytes())
-            backend = self.backends[meta["account_id"]][meta["partition"]]
+        backend = self._homes.get(bucket_name)
+        bucket = None if backend is None else backend.buckets.get(bucket_name)
+        if bucket is None:  # not seen yet, or deleted (and perhaps made again elsewhere)
+            try:
+                meta = json.loads((self.buckets_dir / bucket_name / "bucket.json").read_bytes())
+                backend = self.backends[meta["account_id"]][meta["partition"]]
+            except (OSError, ValueError, KeyError):
+                return None
             bucket = backend.buckets.get(bucket_name)
-        except (OSError, ValueError, KeyError):
-            return None
+            if bucket is not None:
+                self._homes[bucket_name] = backend
         if bucket is None or bucket.versioning_status is not None:
             return None
         key: Any = bucket.keys.get(key_name)

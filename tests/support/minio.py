@@ -14,9 +14,16 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 
-from tests.support.processes import free_ports
+from tests.support.processes import (
+    StartStop,
+    die_with_parent_preexec,
+    free_ports,
+    kill_group,
+    stop_group,
+    track,
+    untrack,
+)
 from tiered.access_keys import AccessKey
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +32,7 @@ ROOT = AccessKey("sluice-test", "sluice-test-secret", name="minio root", admin=T
 """MinIO's root user (MinIO wants a secret of 8 characters or more)."""
 
 
-class MinioServer:
+class MinioServer(StartStop):
     """``minio server DIR`` on a free loopback port; ``admin`` is its root key (the same
     attributes as ``tiered.embedded_s3.EmbeddedS3`` that tests and benchmarks use)."""
 
@@ -41,7 +48,7 @@ class MinioServer:
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> MinioServer:
+    def start(self, timeout: float = 30.0) -> None:
         if not BINARY.exists():
             raise FileNotFoundError(f"{BINARY} is missing: run `make minio` (builds it with Go)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -56,14 +63,20 @@ class MinioServer:
                f"{self.host}:{self.console_port}", "--quiet"]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                cmd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent_preexec(),
             )
+        track(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"MinIO exited with {self.proc.returncode}; see {self.log_path}")
             if self.live():
-                return self
+                return
             time.sleep(0.05)
         self.kill()
         raise TimeoutError(f"MinIO did not answer on {self.endpoint} in {timeout} s")
@@ -76,27 +89,12 @@ class MinioServer:
             return False
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        """SIGTERM, then SIGKILL after ``timeout``."""
+        if self.proc is not None:
+            stop_group(self.proc, timeout)
+        untrack(self)
 
     def kill(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.kill()
-        self.proc.wait()
-
-    def __enter__(self) -> MinioServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        if self.proc is not None:
+            kill_group(self.proc)
+        untrack(self)

@@ -3,11 +3,35 @@ the tests of the remote tier, the Spark data source and their benchmarks."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
 from tiered.access_keys import AccessKey
 
 TEST_ADMIN = AccessKey("test", "test", name="tests", admin=True)
 """The admin key the tests give the embedded S3 servers they start (``EmbeddedS3(...,
 admin=TEST_ADMIN)``): the server refuses unsigned requests and unknown keys."""
+
+
+def s3_client(endpoint: str, key: AccessKey = TEST_ADMIN) -> Any:
+    """A boto3 S3 client of ``endpoint`` signing (SigV4, presigned URLs too) with ``key``:
+    path-style addressing, as the embedded server serves buckets, and no retries, so a test
+    sees every error the server answers."""
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=key.access_key_id,
+        aws_secret_access_key=key.secret_access_key,
+        config=Config(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 1},
+        ),
+    )
+
 
 TOPIC_CONFIG = {
     "remote.storage.enable": "true",

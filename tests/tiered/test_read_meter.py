@@ -14,12 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.support.tiering import TEST_ADMIN
+from tests.support.tiering import TEST_ADMIN, s3_client
 from tiered.access_keys import AccessKey, generate
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.read_meter import MINUTE_MS, READS_FILE, ReadCounts, load_counts
@@ -32,14 +30,7 @@ LOG = bytes(range(256)) * 400  # 102,400 bytes
 
 
 def client(server: EmbeddedS3, key: AccessKey) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=server.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=key.access_key_id,
-        aws_secret_access_key=key.secret_access_key,
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
-    )
+    return s3_client(server.endpoint, key)
 
 
 @pytest.fixture

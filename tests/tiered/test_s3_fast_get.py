@@ -21,12 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.support.tiering import TEST_ADMIN
+from tests.support.tiering import TEST_ADMIN, s3_client
 from tiered.access_keys import AccessKey, generate
 from tiered.embedded_s3 import EmbeddedS3
 from tiered.read_meter import load_counts
@@ -53,18 +51,7 @@ RANGES = [
 
 
 def client(server: EmbeddedS3, key: AccessKey = TEST_ADMIN) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=server.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=key.access_key_id,
-        aws_secret_access_key=key.secret_access_key,
-        config=Config(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 1},
-        ),
-    )
+    return s3_client(server.endpoint, key)
 
 
 @pytest.fixture(scope="module")
