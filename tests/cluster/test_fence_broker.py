@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from controlplane.kafka import Admin, PartitionInfo
@@ -56,13 +57,20 @@ def partition(cluster: SluiceCluster, i: int) -> PartitionInfo | None:
 
 
 def with_full_isr(cluster: SluiceCluster) -> PartitionInfo:
-    """TOPIC created (1 partition, RF 3), once its ISR is full."""
+    """TOPIC created (1 partition, RF 3), once its ISR is full and both followers fetch
+    from the leader: a new partition's ISR is every replica before any has fetched, so a
+    record is acknowledged with acks=all first (each follower then holds a fetch open)."""
     asyncio.run(admin(cluster, 0).create_topic(TOPIC, 1, 3, {}))
     found: PartitionInfo = wait_for(
         lambda: (p := partition(cluster, 0)) is not None and len(p.isr) == 3 and p,
         60,
         "partition 0 with a full ISR",
     )
+    results: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    producer.produce(TOPIC, b"fetched by both", on_delivery=lambda err, _: results.append(err))
+    assert producer.flush(60) == 0, "the acks=all record was not answered in 60 s"
+    assert results == [None], f"the acks=all record failed: {results}"
     return found
 
 
