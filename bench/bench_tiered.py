@@ -59,7 +59,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from bench.common import REPO, Others, cpu_seconds, replace_section
+from bench.common import REPO, Others, cpu_seconds, minor_faults, replace_section
 from controlplane.kafka import Admin
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
@@ -121,6 +121,8 @@ class Usage:
 
     seconds: float = 0.0
     broker_cpu: float = 0.0
+    broker_faults: int = 0
+    """Minor page faults the broker took (new memory touched for the first time)."""
     s3_cpu: float = 0.0
     client_cpu: float = 0.0
     others: float = 0.0
@@ -141,6 +143,7 @@ class Meter:
         self.log_at = s3.log_path.stat().st_size
         self.s3_cpu = cpu_seconds(self.s3_pid)
         self.broker_cpu = cpu_seconds(self.broker_pid) if self.broker_pid else 0.0
+        self.broker_faults = minor_faults(self.broker_pid) if self.broker_pid else 0
         self.client_cpu = children_cpu() + time.process_time()
         self.others = Others()
         self.started = time.perf_counter()
@@ -151,6 +154,9 @@ class Meter:
         usage = Usage(
             seconds=seconds,
             broker_cpu=(cpu_seconds(self.broker_pid) - self.broker_cpu) if self.broker_pid else 0,
+            broker_faults=(
+                minor_faults(self.broker_pid) - self.broker_faults if self.broker_pid else 0
+            ),
             s3_cpu=cpu_seconds(self.s3_pid) - self.s3_cpu,
             client_cpu=children_cpu() + time.process_time() - self.client_cpu,
         )
@@ -538,7 +544,11 @@ def rate(r: dict[str, Any], usages: list[Usage]) -> tuple[float, float, str]:
 
 def cpu_note(u: Usage, client: str = "kcat", mib: float = 0.0) -> str:
     """Cores used by each process over the step; with ``mib``, the broker's CPU per MiB."""
-    per = f" ({u.broker_cpu * 1000 / mib:.1f} ms/MiB)" if mib else ""
+    per = (
+        f" ({u.broker_cpu * 1000 / mib:.1f} ms/MiB, {u.broker_faults / mib:.0f} page faults/MiB)"
+        if mib
+        else ""
+    )
     parts = [f"broker {u.cores(u.broker_cpu):.2f}{per}"] if u.broker_cpu else []
     parts += [f"S3 {u.cores(u.s3_cpu):.2f}", f"{client} {u.cores(u.client_cpu):.2f}"]
     return ", ".join(parts) + f"; others {u.others * 100:.0f} %"

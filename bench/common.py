@@ -83,6 +83,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def minor_faults(pid: int) -> int:
+    """Page faults of a process that needed no read from disk (a new page mapped: zeroed
+    memory, or one already in the page cache), 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[7])  # field 10, minflt
+
+
 def machine_busy() -> float:
     """CPU seconds all processes on the machine have used (user+nice+system+irq+softirq+steal)."""
     try:
