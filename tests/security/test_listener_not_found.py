@@ -6,7 +6,9 @@ brokers that have it. Never the internal address of a broker without the listene
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -40,9 +42,36 @@ def half(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SluiceClust
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
+        # CreateTopics answers once the controller has the topic; broker 0 learns its
+        # partitions from the metadata log a moment later (as a Kafka broker does)
+        wait_for_partitions(f"127.0.0.1:{extra}", 4)
         yield cluster, f"127.0.0.1:{extra}"
     finally:
         cluster.stop()
+
+
+def metadata(client: RawClient) -> Any:
+    return client.request(
+        MetadataRequest(
+            topics=(MetadataRequestTopic(topic_id=None, name=TopicName(TOPIC)),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    )
+
+
+def wait_for_partitions(address: str, count: int, timeout: float = 30) -> None:
+    """Until Metadata through ``address`` names a leader for each of the topic's
+    ``count`` partitions."""
+    deadline = time.monotonic() + timeout
+    seen: Any = None
+    while time.monotonic() < deadline:
+        with RawClient(address) as client:
+            seen = metadata(client).topics
+        if seen and sum(p.leader_id >= 0 for p in seen[0].partitions) == count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{TOPIC}'s {count} partitions not in Metadata within {timeout} s: {seen}")
 
 
 def test_metadata_leaves_out_brokers_without_the_listener(
@@ -50,13 +79,7 @@ def test_metadata_leaves_out_brokers_without_the_listener(
 ) -> None:
     _, extra = half
     with RawClient(extra) as client:
-        answer = client.request(
-            MetadataRequest(
-                topics=(MetadataRequestTopic(topic_id=None, name=TopicName(TOPIC)),),
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            )
-        )
+        answer = metadata(client)
         assert [(b.node_id, b.port) for b in answer.brokers] == [(0, int(extra.split(":")[1]))]
         (topic,) = answer.topics
         codes = {p.partition_index: (p.leader_id, p.error_code) for p in topic.partitions}
