@@ -28,6 +28,7 @@ MiB, with perfect overlap), as a ratio to the direct rate measured in the same r
 from __future__ import annotations
 
 import argparse
+import fcntl
 import mmap
 import os
 import socket
@@ -41,6 +42,7 @@ from pathlib import Path
 import crc32c
 
 from bench.common import (
+    REPO,
     cpu_seconds,
     free_port,
     kill_all_children,
@@ -51,7 +53,6 @@ from bench.common import (
     stop_process,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"
 BEGIN = "<!-- BEGIN relay (bench/bench_relay.py) -->"
 END = "<!-- END relay -->"
@@ -72,9 +73,13 @@ def origin(port: int, path: str, chunk: int) -> None:
     fd = os.open(path, os.O_RDONLY)
     conn = _accept(port)
     while conn.recv(1):
-        sent = 0
-        while sent < chunk:
-            sent += os.sendfile(conn.fileno(), fd, sent, chunk - sent)
+        _send_file(conn, fd, 0, chunk)
+
+
+def _send_file(sock: socket.socket, fd: int, start: int, count: int) -> None:
+    sent = 0
+    while sent < count:
+        sent += os.sendfile(sock.fileno(), fd, start + sent, count - sent)
 
 
 def _receive_into(sock: socket.socket, view: memoryview) -> None:
@@ -86,50 +91,52 @@ def _receive_into(sock: socket.socket, view: memoryview) -> None:
         got += n
 
 
+def _receive_fresh(sock: socket.socket, chunk: int) -> bytes:
+    """A chunk as new bytes, as ``tiered.ranged_get`` receives a GET's body."""
+    pieces = []
+    got = 0
+    while got < chunk:
+        piece = sock.recv(chunk - got, socket.MSG_WAITALL)
+        if not piece:
+            raise ConnectionError("the origin closed")
+        pieces.append(piece)
+        got += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _splice_to_file(sock: socket.socket, pipe: tuple[int, int], fd: int, chunk: int) -> None:
+    """A chunk from the socket through the pipe into the first bytes of file ``fd``."""
+    r, w = pipe
+    got = 0
+    while got < chunk:
+        n = os.splice(sock.fileno(), w, min(MiB, chunk - got))
+        if not n:
+            raise ConnectionError("the origin closed")
+        at, end = got, got + n
+        while at < end:
+            at += os.splice(r, fd, end - at, offset_dst=at)
+        got = end
+
+
 def relay(port: int, upstream: int, chunk: int, mode: str, scratch: str) -> None:
     up = socket.create_connection(("127.0.0.1", upstream))
     down = _accept(port)
     reused = memoryview(bytearray(chunk))
-    fd = r = w = -1
-    if mode == "splice":
-        fd = os.open(os.path.join(scratch, "chunk"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.ftruncate(fd, chunk)
-        r, w = os.pipe()
-        F_SETPIPE_SZ = 1031
-        import fcntl  # noqa: PLC0415 - Linux only, as splice is
-
-        fcntl.fcntl(w, F_SETPIPE_SZ, MiB)
+    fd = os.open(os.path.join(scratch, "chunk"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.ftruncate(fd, chunk)
+    pipe = os.pipe()
+    fcntl.fcntl(pipe[1], fcntl.F_SETPIPE_SZ, MiB)
     while down.recv(1):
         up.send(b"g")
         if mode == "splice":
-            got = 0
-            while got < chunk:
-                n = os.splice(up.fileno(), w, min(MiB, chunk - got))
-                if not n:
-                    raise ConnectionError("the origin closed")
-                left, at = n, got
-                while left:
-                    m = os.splice(r, fd, left, offset_dst=at)
-                    at += m
-                    left -= m
-                got += n
+            _splice_to_file(up, pipe, fd, chunk)
             with mmap.mmap(fd, chunk, prot=mmap.PROT_READ) as mapped:
                 crc32c.crc32c(mapped)
             for at in range(0, chunk, SLICE):
-                sent = 0
-                while sent < SLICE:
-                    sent += os.sendfile(down.fileno(), fd, at + sent, SLICE - sent)
+                _send_file(down, fd, at, SLICE)
             continue
         if mode == "fresh":
-            pieces = []
-            got = 0
-            while got < chunk:
-                piece = up.recv(chunk - got, socket.MSG_WAITALL)
-                if not piece:
-                    raise ConnectionError("the origin closed")
-                pieces.append(piece)
-                got += len(piece)
-            view = memoryview(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+            view = memoryview(_receive_fresh(up, chunk))
         else:
             _receive_into(up, reused)
             view = reused
@@ -225,7 +232,7 @@ def main() -> None:
     chunk = args.chunk_mib * MiB
     chunks = max(1, args.mib // args.chunk_mib)
     cores = os.cpu_count() or 1
-    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_before = _load()
     rows: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-relay-") as tmp:
@@ -246,6 +253,10 @@ def main() -> None:
         replace_section(RESULTS, BEGIN, END, section)
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def report(
     rows: dict[str, list[dict[str, float]]],
     mib: int,
@@ -254,7 +265,7 @@ def report(
     load_before: str,
 ) -> str:
     info = machine_info()
-    load_after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_after = _load()
     median = {
         mode: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         for mode, runs in rows.items()

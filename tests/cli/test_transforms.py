@@ -35,6 +35,7 @@ from proto.sluice.v1 import errors_pb2 as epb
 from proto.sluice.v1 import transforms_pb2 as pb
 from sluice_client.client import ApiError, Client
 from tests.cli.conftest import SHARED_CLUSTER, Cloud
+from tests.support import cluster_workload
 from tests.support.cluster_workload import high_watermark
 from tests.transforms.conftest import BUILD, GUESTS, Guests
 from tests.transforms.kafka_io import Row, read_all
@@ -257,16 +258,14 @@ def test_identity_transforms_copy_their_input(
     # the shared cluster's preferred-leader check may have moved a leadership since they
     # caught up (a runner on the new leader is STARTING for a moment): both RUNNING again
     # (and again between a describe and the listing: the listing is read until it shows it)
-    deadline = time.monotonic() + WAIT
-    while True:
+    def both_running() -> dict[str, Any] | None:
         listed = cli(shared_cloud, "list-transforms")
-        mine = {t["name"]: t for t in listed["transforms"] if t["name"] in (GO, C)}
-        rows = {n: (t["state"], t["version"], t["partitions"]) for n, t in mine.items()}
-        if all(state == "RUNNING" for state, _, _ in rows.values()) or (
-            time.monotonic() > deadline
-        ):
-            break
-        time.sleep(0.5)
+        states = [t["state"] for t in listed["transforms"] if t["name"] in (GO, C)]
+        return listed if states == ["RUNNING"] * len(states) else None
+
+    listed = cluster_workload.wait_for(both_running, WAIT, "both RUNNING", interval=0.5)
+    mine = {t["name"]: t for t in listed["transforms"] if t["name"] in (GO, C)}
+    rows = {n: (t["state"], t["version"], t["partitions"]) for n, t in mine.items()}
     assert rows == {GO: ("RUNNING", 1, []), C: ("RUNNING", 1, [])}
     assert listed["cluster"] == CLUSTER
     as_yaml = shared_cloud.run("describe-transform", "--cluster", CLUSTER, C, "-o", "yaml")

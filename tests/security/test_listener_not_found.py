@@ -6,7 +6,6 @@ brokers that have it. Never the internal address of a broker without the listene
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ from kio.schema.metadata.v5.request import MetadataRequestTopic as MetadataReque
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.types import TopicName
 
+from tests.support.cluster_workload import wait_for
 from tests.support.processes import free_port
 from tests.support.raw_client import RawClient
 from tests.support.sluice_cluster import SluiceCluster
@@ -63,15 +63,13 @@ def metadata(client: RawClient) -> Any:
 def wait_for_partitions(address: str, count: int, timeout: float = 30) -> None:
     """Until Metadata through ``address`` names a leader for each of the topic's
     ``count`` partitions."""
-    deadline = time.monotonic() + timeout
-    seen: Any = None
-    while time.monotonic() < deadline:
+
+    def named() -> bool:
         with RawClient(address) as client:
-            seen = metadata(client).topics
-        if seen and sum(p.leader_id >= 0 for p in seen[0].partitions) == count:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{TOPIC}'s {count} partitions not in Metadata within {timeout} s: {seen}")
+            topics = metadata(client).topics
+        return bool(topics) and sum(p.leader_id >= 0 for p in topics[0].partitions) == count
+
+    wait_for(named, timeout, f"{TOPIC}'s {count} partitions in Metadata", interval=0.1)
 
 
 def test_metadata_leaves_out_brokers_without_the_listener(
