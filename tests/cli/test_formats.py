@@ -24,7 +24,7 @@ import yaml
 from billing.catalog import PricingModel
 from billing.invoice import UsageRow, compute_invoice
 from billing.ratecard import load_default
-from cli.main import cloudctl
+from cli.main import all_commands
 from tests.cli.conftest import SHARED_CLUSTER, Cloud
 from tests.conftest import REPO
 from tests.controlplane.harness import wait_until
@@ -767,4 +767,4 @@ def test_billing_commands(shared_cloud: Cloud, tmp_path: Path) -> None:
 
 
 def test_every_command_was_checked_in_every_format() -> None:
-    assert {name: set(FORMATS) for name in cloudctl.commands} == COVERED
+    assert {name: set(FORMATS) for name in all_commands()} == COVERED

@@ -5,6 +5,7 @@ click's command tree, and the behaviour that needs no control plane: help, exit 
 from __future__ import annotations
 
 import datetime
+import importlib
 import json
 import os
 import pty
@@ -21,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.client import Env
-from cli.main import cloudctl
+from cli.main import MODULE_OF, all_commands, cloudctl
 from cli.options import write_context
 from cli.timeopt import parse_time
 from tests.conftest import REPO
@@ -32,7 +33,8 @@ CLOUDCTL = str(Path(sys.executable).parent / "cloudctl")
 def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
     """Every command by the words that run it; a group's (``billing``) as ``billing run``."""
     out: dict[str, click.Command] = {}
-    for name, command in group.commands.items():
+    commands = all_commands() if group is cloudctl else group.commands
+    for name, command in commands.items():
         if isinstance(command, click.Group):
             out.update(_commands(command, f"{prefix}{name} "))
         else:
@@ -121,6 +123,46 @@ def test_every_command_takes_the_global_options(name: str) -> None:
     assert "--home" in found
     assert "--endpoint" in found
     assert {"--home", "--endpoint"} <= set(options(cloudctl))
+
+
+def test_the_command_table_names_each_modules_commands_in_order() -> None:
+    """cli.main lists every command with its noun module (it imports a module only for its
+    own commands): the table is what the modules define, in their order."""
+    by_module: dict[str, list[str]] = {}
+    for name, module in MODULE_OF.items():
+        by_module.setdefault(module, []).append(name)
+    for module, names in by_module.items():
+        defined = importlib.import_module(f"cli.{module}").COMMANDS
+        assert names == [c.name for c in defined], module
+    assert {f"cli.{m}" for m in by_module} >= {
+        f"cli.{p.stem}" for p in (REPO / "cli").glob("*.py") if "COMMANDS = [" in p.read_text()
+    }
+
+
+LOADED_BY_ONE_COMMAND = """
+import sys
+from cli.main import main
+sys.argv = ["cloudctl", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(" ".join(sorted(m for m in sys.modules if m.startswith("cli.") or m == "yaml")))
+"""
+
+
+def test_a_command_loads_only_its_own_noun() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED_BY_ONE_COMMAND, "list-topics", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    modules = set(done.stdout.strip().splitlines()[-1].split())
+    assert modules & {f"cli.{m}" for m in MODULE_OF.values()} == {"cli.topic"}, done.stderr
+    assert "yaml" not in modules
 
 
 def test_the_nouns_are_known() -> None:
