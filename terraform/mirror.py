@@ -18,7 +18,6 @@ import argparse
 import os
 import platform
 import sys
-from importlib import metadata
 from pathlib import Path
 
 HOSTS = ("registry.terraform.io", "registry.opentofu.org")
@@ -29,6 +28,10 @@ ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64
 
 def provider_version() -> str:
     """The provider's version: the ``sluice`` distribution's."""
+    # importlib.metadata only here: Terraform starts the provider for every plan and apply,
+    # and serving never asks for the version (the import is ~40 ms of each start's CPU)
+    from importlib import metadata  # noqa: PLC0415
+
     try:
         return metadata.version("sluice")
     except metadata.PackageNotFoundError:

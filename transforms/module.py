@@ -20,13 +20,15 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-
-import wasmtime
+from typing import TYPE_CHECKING
 
 from transforms import wasm_binary
 from transforms.errors import ModuleRejected, RejectReason
 from transforms.limits import MAX_OUTPUT_TOPICS, Limits
 from transforms.wasm_binary import ExternKind, Import, Signature, WasmFormatError
+
+if TYPE_CHECKING:
+    import wasmtime
 
 REDPANDA_MODULE = "redpanda_transform"
 SCHEMA_REGISTRY_MODULE = "redpanda_schema_registry"
@@ -188,6 +190,8 @@ def _reject(reason: RejectReason, message: str) -> ModuleRejected:
 
 @functools.cache
 def _validator() -> wasmtime.Engine:
+    import wasmtime  # noqa: PLC0415 - loaded when a module is first validated (see __init__)
+
     return wasmtime.Engine()
 
 
@@ -331,6 +335,8 @@ def validate_module(data: bytes, *, max_bytes: int | None = None) -> ValidatedMo
                     f"a {BATCH_MODULE} module must export {name} of type {sig} "
                     "(see transforms/ABI.md; the C and AssemblyScript SDKs do)",
                 )
+    import wasmtime  # noqa: PLC0415 - loaded when a module is first validated (see __init__)
+
     try:
         wasmtime.Module.validate(_validator(), data)
     except wasmtime.WasmtimeError as exc:

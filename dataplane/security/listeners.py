@@ -11,8 +11,6 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-from cryptography import x509
-
 from dataplane.config import Settings
 from dataplane.config.security_table import SECURITY_PROTOCOLS
 from wire.errors import InvalidConfig
@@ -179,5 +177,8 @@ def certificate_principal(der: bytes | None) -> str:
     O=Example``); ``User:ANONYMOUS`` without a client certificate."""
     if not der:
         return ANONYMOUS
+    # cryptography only for a client certificate (its import is ~60 ms of a broker's start)
+    from cryptography import x509  # noqa: PLC0415
+
     subject = x509.load_der_x509_certificate(der).subject
     return "User:" + subject.rfc4514_string()

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dataplane import clock
 from dataplane.cluster import records as r
@@ -35,8 +36,11 @@ from dataplane.transforms.modules import ModuleStore
 from dataplane.transforms.producer import OutputProducer, ProduceFailed
 from dataplane.transforms.progress import Progress
 from dataplane.transforms.runner import Instance, Runner, RunnerContext, RunnerState
-from transforms import CompiledModule, Limits, Runtime, TransformSpec, validate_module
+from transforms import Limits, TransformSpec, validate_module
 from wire.record_batch import Record
+
+if TYPE_CHECKING:
+    from transforms import CompiledModule, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +181,9 @@ class TransformManager:
 
     def _runtime(self) -> Runtime:
         if self.runtime is None:
+            # the engine (wasmtime) loads with the first transform, not at the broker's start
+            from transforms import Runtime  # noqa: PLC0415
+
             self.runtime = Runtime()
         return self.runtime
 
