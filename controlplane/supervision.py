@@ -52,8 +52,9 @@ class _Watch:
     mtime: int
     since: float
     """When the file was seen to change (monotonic)."""
-    cpu: int
-    """The CPU time of all its threads when last seen (clock ticks)."""
+    cpu: int | None
+    """The CPU time of all its threads when last seen (clock ticks); None: not looked at
+    since the file changed."""
     quiet: float
     """Since when no thread used CPU or was seen running, runnable or waiting on the
     disk (monotonic)."""
@@ -462,8 +463,10 @@ class Supervision(ReconcilerBase):
         for the interpreter lock or a log handler's lock while another of its threads
         works or writes (compiling a Wasm module, a log line to a busy disk) has that
         thread running or in D state: none is killed (the slower ApiVersions probes
-        remain). Checked every tenth of a second: a stat and a read of ``/proc/PID/stat``
-        and of each thread's per broker.
+        remain). Checked every tenth of a second: a stat of the file per broker, and once
+        the file has not changed for nearly half the timeout, a read of ``/proc/PID/stat``
+        and of each thread's too (reading those at every check was most of an idle control
+        plane's CPU).
 
         The file is read through ``/proc/PID/root``, so a broker in a mount namespace of its
         own (``broker_exec_prefix``) is seen as it sees its data directory. A process is
@@ -492,15 +495,18 @@ class Supervision(ReconcilerBase):
                     mtime = path.stat().st_mtime_ns
                 except OSError:
                     mtime = -1
-                busy, cpu = process_state(pid)
                 watch = watches.get(pid)
                 if watch is None or watch.mtime != mtime or late:
                     armed = watch is not None and (watch.armed or watch.mtime != mtime)
-                    watches[pid] = _Watch(mtime, now, cpu, now, armed)
+                    watches[pid] = _Watch(mtime, now, None, now, armed)
                     continue
-                if busy or cpu != watch.cpu:
+                stale = now - watch.since
+                if stale < timeout / 2 - every:
+                    continue  # quiet counts over the second half only: first looked at here
+                busy, cpu = process_state(pid)
+                if watch.cpu is None or busy or cpu != watch.cpu:
                     watch.cpu, watch.quiet = cpu, now
-                stale, quiet = now - watch.since, now - watch.quiet
+                quiet = now - watch.quiet
                 if watch.armed and stale >= timeout and quiet >= timeout / 2:
                     del watches[pid]
                     self._kill_stuck(
