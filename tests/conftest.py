@@ -13,11 +13,13 @@ import pytest
 from pytest_timeout import _get_item_settings
 
 from spark.spark_home import use_installed_pyspark
-from tests.support import spark_cds
+from tests.support import kafka_python_registry, spark_cds
 from tests.support.broker import REPO, BrokerProcess
 from tests.support.processes import free_port
 from tests.support.tiering import TEST_ADMIN
 from tiered.embedded_s3 import EmbeddedS3
+
+kafka_python_registry.install()
 
 __all__ = ["REPO", "BrokerProcess", "free_port", "unique"]
 
