@@ -270,11 +270,20 @@ def test_identity_transforms_copy_their_input(
     assert listed["cluster"] == CLUSTER
     as_yaml = shared_cloud.run("describe-transform", "--cluster", CLUSTER, C, "-o", "yaml")
     assert yaml.safe_load(as_yaml.stdout)["env"] == c["env"]
-    table = shared_cloud.run("describe-transform", "--cluster", CLUSTER, GO).stdout
+
+    # the tables too, each read until it shows RUNNING (a leadership may move again)
+    def described() -> str | None:
+        table = shared_cloud.run("describe-transform", "--cluster", CLUSTER, GO).stdout
+        return table if "state:          RUNNING" in table else None
+
+    table = cluster_workload.wait_for(described, WAIT, "described RUNNING", interval=0.5)
     assert "PARTITION  STATE    BROKER  COMMITTED  LAG  ERROR" in table
-    assert "state:          RUNNING" in table
-    rows = shared_cloud.run("list-transforms", "--cluster", CLUSTER).stdout
-    assert any(line.split()[:3] == [GO, "RUNNING", GO_IN] for line in rows.splitlines())
+
+    def listed_row() -> bool:
+        rows = shared_cloud.run("list-transforms", "--cluster", CLUSTER).stdout
+        return any(line.split()[:3] == [GO, "RUNNING", GO_IN] for line in rows.splitlines())
+
+    cluster_workload.wait_for(listed_row, WAIT, "listed RUNNING", interval=0.5)
 
 
 def test_pause_resume_and_redeploy_continue_from_the_committed_offsets(
