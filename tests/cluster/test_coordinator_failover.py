@@ -265,7 +265,16 @@ def run_scenario(
 ) -> None:
     admin = admin_client(cluster.bootstrap)
     create_topic(cluster.bootstrap, TOPIC, partitions=PARTITIONS, replication=REPLICATION)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "log_level": 0})
+    # idempotent: the records written after the end are counted exactly, and a retry of a
+    # plain producer (a slow answer on a loaded machine) writes a record twice
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "log_level": 0,
+        }
+    )
     for i in range(RECORDS):
         producer.produce(TOPIC, b"%06d" % i, partition=i % PARTITIONS)
         producer.poll(0)
