@@ -167,9 +167,9 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
 )
 """The help's sections: each lists the commands of its noun modules (``cli.<module>``'s
 ``COMMANDS``, in that order). A command's module is imported only when the command runs
-(or the whole help is printed): loading every noun, with their dependencies, was ~190 ms
-of the ~690 ms of CPU a command took to start (tests/cli/test_grammar.py checks this table
-against the modules' ``COMMANDS``)."""
+(or the whole help is printed): with every noun and its dependencies loaded, a command
+took 450-500 ms of CPU to start, with its own 280-330 (tests/cli/test_grammar.py checks this
+table against the modules' ``COMMANDS``)."""
 
 MODULE_OF: dict[str, str] = {
     name: module for _, nouns in SECTIONS for module, names in nouns for name in names
