@@ -21,7 +21,6 @@ from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
 
 API_KEY = 67
-INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 

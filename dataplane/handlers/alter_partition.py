@@ -22,8 +22,6 @@ from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
 
 API_KEY = 56
-MIN_VERSION = 3
-INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 

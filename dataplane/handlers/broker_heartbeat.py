@@ -20,8 +20,6 @@ from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
 
 API_KEY = 63
-MIN_VERSION = 1
-INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 

@@ -21,8 +21,6 @@ from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotController, error_code_for
 
 API_KEY = 62
-MIN_VERSION = 4
-INTERNAL = True
 ZERO = datetime.timedelta(0)
 
 

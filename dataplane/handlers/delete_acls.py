@@ -20,7 +20,6 @@ from dataplane.handlers._controller import via_controller
 from dataplane.handlers.context import RequestContext, acl_api_refusal
 
 API_KEY = 31
-MIN_VERSION = 1
 ZERO = datetime.timedelta(0)
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ from dataplane.handlers._acls import BadFilter, binding_of, filter_of
 from dataplane.handlers.context import RequestContext, acl_api_refusal
 
 API_KEY = 29
-MIN_VERSION = 1
 ZERO = datetime.timedelta(0)
 
 

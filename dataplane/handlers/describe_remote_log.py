@@ -19,7 +19,6 @@ from wire.internal import (
 )
 
 API_KEY = DESCRIBE_REMOTE_LOG_KEY
-INTERNAL = True
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 
 

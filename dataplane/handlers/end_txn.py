@@ -23,7 +23,6 @@ from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError
 
 API_KEY = 26
-MAX_VERSION = 4
 FENCED_CODE_VERSION = 2
 
 

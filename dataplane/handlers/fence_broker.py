@@ -31,7 +31,6 @@ from wire.errors import BrokerError, NotController, error_code_for, error_messag
 from wire.internal import FENCE_BROKER_KEY, FenceBrokerRequest, FenceBrokerResponse
 
 API_KEY = FENCE_BROKER_KEY
-INTERNAL = True
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 
 

@@ -28,8 +28,6 @@ from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, error_code_for
 
 API_KEY = 22
-MAX_VERSION = 5
-"""Kafka 4.3 offers 0-5 (v6, KIP-939's two-phase commit, is not announced by Kafka either)."""
 ZERO = datetime.timedelta(0)
 FENCED_CODE_VERSION = 4
 

@@ -17,7 +17,6 @@ from wire.errors import BrokerError, CorruptRecord, error_code_for, error_messag
 from wire.internal import REMOTE_LOG_METADATA_KEY, RemoteLogMetadataResponse
 
 API_KEY = REMOTE_LOG_METADATA_KEY
-INTERNAL = True
 ZERO = i32Timedelta.parse(datetime.timedelta(0))
 
 

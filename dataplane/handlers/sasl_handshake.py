@@ -22,7 +22,6 @@ from kio.schema.sasl_handshake.v1 import response as resp
 from dataplane.handlers.context import RequestContext
 
 API_KEY = 17
-MIN_VERSION = 0
 
 
 def handle(ctx: RequestContext, request: req.SaslHandshakeRequest) -> Any:

@@ -45,7 +45,6 @@ from wire.errors import (
 from wire.internal import TransformsRequest
 
 API_KEY = resp.TRANSFORMS_KEY
-INTERNAL = True
 ZERO = datetime.timedelta(0)
 TOPIC_WAIT_S = 2.0
 """How long a deploy waits for this broker's metadata to show topics it does not know yet."""

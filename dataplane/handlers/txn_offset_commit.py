@@ -26,7 +26,6 @@ from dataplane.handlers.context import RequestContext
 from wire.errors import BrokerError, NotCoordinator, error_code_for
 
 API_KEY = 28
-MAX_VERSION = 4
 log = logging.getLogger(__name__)
 
 Answer = tuple[str, int, ErrorCode]

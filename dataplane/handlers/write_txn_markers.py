@@ -22,7 +22,6 @@ from dataplane.transactions.markers import MarkerJob, marker_error
 from wire.transactions import ControlType
 
 API_KEY = 27
-MIN_VERSION = 1
 
 
 def handle(ctx: RequestContext, request: req.WriteTxnMarkersRequest) -> Any:
