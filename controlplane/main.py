@@ -17,11 +17,11 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from controlplane.config import Settings
-from controlplane.errors import InvalidConfig
-from controlplane.server import AlreadyRunning, ControlPlane
-from dataplane.config import read_properties
+if TYPE_CHECKING:
+    from controlplane.config import Settings
+    from controlplane.server import ControlPlane
 
 EXIT_ALREADY_RUNNING = 3
 
@@ -45,6 +45,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load_settings(home: Path, overrides: list[str]) -> Settings:
+    from controlplane.config import Settings  # noqa: PLC0415 - see main()
+    from controlplane.errors import InvalidConfig  # noqa: PLC0415 - see main()
+    from dataplane.config import read_properties  # noqa: PLC0415 - see main()
+
     raw: dict[str, str] = {}
     path = home / "controlplane.properties"
     if path.exists():
@@ -63,6 +67,12 @@ async def run(plane: ControlPlane) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The daemon. Its parts are imported here, not at the top, so that the process can mark
+    hypothesis absent before they import kio (``dataplane/entry.py`` says why: 0.15-0.2 s of
+    CPU at every start in a test install)."""
+    from controlplane.errors import InvalidConfig  # noqa: PLC0415 - see the docstring
+    from controlplane.server import AlreadyRunning, ControlPlane  # noqa: PLC0415
+
     args = parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -88,4 +98,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     sys.exit(main())
