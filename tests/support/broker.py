@@ -1,4 +1,6 @@
-"""``BrokerProcess``: one ``sluice-broker`` (``python -m dataplane.main``) on 127.0.0.1.
+"""``BrokerProcess``: one ``sluice-broker`` on 127.0.0.1 (the console script, as the control
+plane starts brokers: ``dataplane.entry`` keeps hypothesis, a test dependency that kio would
+load, out of the broker process).
 
 Used by tests/conftest.py's fixtures and by SluiceCluster. The process runs in its own session,
 is SIGKILLed if the test process dies (Linux, started from the main thread) and is stopped at
@@ -19,6 +21,7 @@ from pathlib import Path
 from .processes import die_with_parent_preexec, free_port, kill_group, track, untrack
 
 REPO = Path(__file__).resolve().parent.parent.parent
+BROKER_SCRIPT = Path(sys.executable).parent / "sluice-broker"
 
 
 class BrokerProcess:
@@ -52,8 +55,7 @@ class BrokerProcess:
     def command(self) -> list[str]:
         cmd = [
             sys.executable,
-            "-m",
-            "dataplane.main",
+            str(BROKER_SCRIPT),
             "--data-dir",
             str(self.data_dir),
             "--listen",
