@@ -349,13 +349,19 @@ class TopicOps:
         self, cluster_name: str, name: str, applied: Callable[[TopicView], bool]
     ) -> TopicView:
         """The topic once a change shows (``applied``): a change is committed by the active
-        controller before it answers, but the broker asked next may apply it a moment later.
-        After ``kafka.request.timeout.ms`` the topic as it is."""
+        controller before it answers, but the broker asked next may apply it a moment later
+        (and, for a topic just created, not know the topic yet). After
+        ``kafka.request.timeout.ms`` the topic as it is, or the error that it is missing."""
         deadline = time.monotonic() + self.timeout
         while True:
-            view = await self.describe_topic(cluster_name, name)
-            if applied(view) or time.monotonic() > deadline:
-                return view
+            try:
+                view = await self.describe_topic(cluster_name, name)
+            except errors.TopicNotFound:
+                if time.monotonic() > deadline:
+                    raise
+            else:
+                if applied(view) or time.monotonic() > deadline:
+                    return view
             await asyncio.sleep(SETTLE_POLL)
 
     async def list_topics(self, cluster_name: str, include_internal: bool) -> list[TopicView]:

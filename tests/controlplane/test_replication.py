@@ -4,6 +4,7 @@ brokers, each broker advertising itself, scale-out and a scale-in that keeps eve
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -116,6 +117,21 @@ def test_three_brokers_share_metadata_and_replicate(plane: ControlPlaneProcess) 
             f"broker {b.id} metadata of 'triple'",
         )
         assert [sorted(p.replicas) for p in meta.partitions] == [[0, 1, 2]] * 3
+
+    # topics created at once each answer with their partitions: the broker asked to describe
+    # one may apply its creation a moment after the controller committed it
+    names = [f"many-{i}" for i in range(12)]
+
+    def create(name: str) -> tpb.Topic:
+        return plane.topics.CreateTopic(
+            tpb.CreateTopicRequest(cluster="trio", name=name, partitions=2, replication_factor=3),
+            metadata=md,
+            timeout=60,
+        )
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        created = list(pool.map(create, names))
+    assert [(t.name, len(t.partition_details)) for t in created] == [(n, 2) for n in names]
 
     # RF above the broker count is refused; the voters cannot be scaled away
     with pytest.raises(grpc.RpcError) as info:
