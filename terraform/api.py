@@ -204,6 +204,8 @@ def _about(exc: ApiError, resource: str, config: str) -> ProviderError | None:
     meta = {"cluster": "CLUSTER", **exc.metadata}
     if exc.reason in NOT_FOUND:
         what, attribute = NOT_FOUND[exc.reason]
+        if resource.removeprefix("data.") == f"sluice_{what}":
+            attribute = "name"  # the resource's own object: its name
         listing = LISTS[what].format(**meta)
         return ProviderError(exc.message, f"Check `{attribute}`; {listing} lists them.")
     if exc.reason in ALREADY_EXISTS:

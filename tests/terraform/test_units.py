@@ -85,6 +85,21 @@ def test_a_bad_setting_points_at_its_key() -> None:
     assert "terraform import sluice_topic.NAME ID" in hint
 
 
+def test_a_missing_object_points_at_the_attribute_that_names_it() -> None:
+    settings = Settings(Env.from_environ("/nonexistent"), "127.0.0.1:1", "t")
+    gone = ApiError(
+        grpc.StatusCode.NOT_FOUND,
+        epb.TOPIC_NOT_FOUND,
+        "topic 'copies' not found in cluster 'c'",
+        metadata={"cluster": "c", "topic": "copies"},
+    )
+    own = explain(gone, settings, resource="sluice_topic").detail
+    assert own == "Check `name`; `cloudctl list-topics --cluster c` lists them."
+    assert explain(gone, settings, resource="data.sluice_topic").detail == own
+    read = explain(gone, settings, resource="sluice_transform").detail
+    assert read.startswith("Check `input_topic`;")
+
+
 def test_a_busy_cluster_is_tried_again_and_a_refusal_is_not() -> None:
     def error(reason: epb.ErrorReason, kafka: str = "") -> ApiError:
         meta = {"kafkaError": kafka} if kafka else {}
