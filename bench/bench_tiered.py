@@ -69,6 +69,8 @@ from tiered.access_keys import AccessKey
 from tiered.chunk_cache import DEFAULT_CHUNK_BYTES, DEFAULT_READAHEAD
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
+from tiered.layout import LOG as LOG_SUFFIX
+from tiered.layout import parse_key
 from tiered.object_store import S3ObjectStore
 
 RESULTS = REPO / "bench" / "RESULTS.md"
@@ -249,6 +251,34 @@ class RawStore:
             **summary("get", gets, SEGMENT, get_usage),
             **summary("ranged", ranged, CHUNK, range_usage),
         }
+
+
+def get_segments(s3: EmbeddedS3, topic: str) -> Usage:
+    """The peer of one cold read: whole GETs (boto3 get_object, one at a time, each checked
+    for its listed size) of every segment object of ``topic`` the read fetches from, in
+    offset order. Usage.seconds over all of them; the bytes in Usage.requests["bytes"]."""
+    store = store_for(s3.endpoint)
+    parsed = [(parse_key(o.key), o) for o in store.list()]
+    objects = [
+        o
+        for k, o in sorted(
+            ((k, o) for k, o in parsed if k is not None), key=lambda ko: ko[0].base_offset
+        )
+        if k.topic == topic and k.partition == 0 and k.suffix == LOG_SUFFIX
+    ]
+    if not objects:
+        raise AssertionError(f"no .log objects of {topic} in the store")
+    store.head(objects[0].key)  # the connection, outside the timed GETs
+    meter = Meter(s3, None)
+    total = 0
+    for info in objects:
+        got = len(store.get(info.key))
+        if got != info.size:
+            raise AssertionError(f"GET {info.key}: {got} bytes, listed {info.size}")
+        total += got
+    usage = meter.stop()
+    usage.requests["bytes"] = total
+    return usage
 
 
 # ---------------------------------------------------------------------------- the broker
@@ -499,11 +529,15 @@ def measure(
             f"{raw['ranged_ms']:.1f} ms ({raw['ranged']:.0f} MiB/s)",
             flush=True,
         )
-        cold, cached, local = [], [], []
+        cold, cached, local, same = [], [], [], []
         for i in range(runs):
             restart(broker, s3, count)
+            same.append(get_segments(s3, TIERED))  # its peer, in the same minute
             cold.append(read_all(broker, s3, TIERED, count))
-            print(f"  cold remote read {i + 1}: {mib / cold[-1].seconds:.1f} MiB/s", flush=True)
+            peer = same[-1].requests["bytes"] / MiB / same[-1].seconds
+            print(f"  cold remote read {i + 1}: {mib / cold[-1].seconds:.1f} MiB/s; raw GETs "
+                  f"of its {log_gets(same[-1])} segment objects just before: {peer:.1f} MiB/s",
+                  flush=True)  # fmt: skip
         # a chunk is written to the disk cache the second time it is fetched
         # (remote.fetch.cache.admit.fetches=2): one unmeasured read admits them all
         read_all(broker, s3, TIERED, count)
@@ -514,7 +548,7 @@ def measure(
         for i in range(runs):
             local.append(read_all(broker, s3, LOCAL, count))
             print(f"  local read {i + 1}: {mib / local[-1].seconds:.1f} MiB/s", flush=True)
-        out["cold"], out["cached"], out["local"] = cold, cached, local
+        out["cold"], out["cached"], out["local"], out["same"] = cold, cached, local, same
     except BaseException:
         print(f"broker log tail ({broker.log_path}):\n{broker.logs()[-3000:]}", flush=True)
         raise
@@ -574,6 +608,10 @@ def render(r: dict[str, Any]) -> str:
     cold, cached, local = (rate(r, r[k]) for k in ("cold", "cached", "local"))
     uc, uca, ul = (median_usage(r[k]) for k in ("cold", "cached", "local"))
     u = up["usage"]
+    same = r["same"]
+    same_rates = [x.requests["bytes"] / MiB / x.seconds for x in same]
+    paired = sorted(r["mib"] / c.seconds / g for c, g in zip(r["cold"], same_rates, strict=True))
+    same_med = median_usage(same)
     logged = [s for _, s in up["logged"]]
     in_uploads = sum(logged)
     each_rate = [b / MiB / s for b, s in up["logged"] if s > 0]
@@ -603,6 +641,12 @@ def render(r: dict[str, Any]) -> str:
          f"{cold[1]:,.0f}",
          f"{cold[0] / raw['get']:.2f}x raw GET; {cold[0] / raw['ranged']:.2f}x raw ranged GET; "
          f"{cold[0] / local[0]:.2f}x local", cpu_note(uc, mib=r["mib"])),
+        (f"S3 GETs of the {log_gets(same_med)} segment objects a cold read fetches from, raw "
+         "(boto3 get_object, one at a time), just before each cold read"
+         f" (median of {len(same)}: {min(same_rates):.0f}-{max(same_rates):.0f} MiB/s)",
+         f"{same_med.requests['bytes'] / MiB / same_med.seconds:.1f}", "-",
+         f"cold read / these GETs, each pair: median {statistics.median(paired):.2f}x "
+         f"({paired[0]:.2f}-{paired[-1]:.2f}x)", cpu_note(same_med, "boto3 client")),
         ("read from offset 0, cached remote" + spread(cached[2]), f"{cached[0]:.1f}",
          f"{cached[1]:,.0f}", f"{cached[0] / local[0]:.2f}x local", cpu_note(uca, mib=r["mib"])),
         ("read from offset 0, local segments" + spread(local[2]), f"{local[0]:.1f}",
@@ -647,7 +691,13 @@ def render(r: dict[str, Any]) -> str:
         f"ranged GETs of each {CHUNK // MiB} MiB chunk of each (`get_range`, what a cold "
         "remote read asks for: presigned by boto3 and received by Sluice's own HTTP client, "
         "`tiered.ranged_get`), just before the reads. MiB/s of the median request, and the "
-        "range; contents checked outside the timed calls.",
+        "range; contents checked outside the timed calls. Raw GETs of the same objects: "
+        "after each restart of the broker for a cold read and before that read, every .log "
+        "object of the tiered partition GET whole, in offset order, through the same client "
+        "(each checked for its listed size): the bytes over the time of them all, the "
+        "store's rate for exactly what the read fetches, in the same minute; the ratio is "
+        "each cold read's rate (record values, the local tail included) over that of the "
+        "GETs just before it.",
         "- Upload: from the IncrementalAlterConfigs (confluent-kafka AdminClient) that sets "
         f"remote.log.copy.disable=false until DescribeRemoteLog lists all {up['closed']} "
         "closed segments as copy_finished (polled every 50 ms): bytes of those segments "
