@@ -108,33 +108,19 @@ def _receive_fresh(sock: socket.socket, chunk: int) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-def _splice_to_file(sock: socket.socket, pipe: tuple[int, int], fd: int, chunk: int) -> None:
-    """A chunk from the socket through the pipe into the first bytes of file ``fd``."""
-    r, w = pipe
-    got = 0
-    while got < chunk:
-        n = os.splice(sock.fileno(), w, min(MiB, chunk - got))
-        if not n:
-            raise ConnectionError("the origin closed")
-        at, end = got, got + n
-        while at < end:
-            at += os.splice(r, fd, end - at, offset_dst=at)
-        got = end
-
-
-def _splice_through(src: socket.socket, pipe: tuple[int, int], dst: socket.socket, n: int) -> None:
-    """``n`` bytes from socket ``src`` through the pipe to socket ``dst``: the pages move
-    between the sockets' buffers and the pipe, never through user space (no CRC)."""
+def _splice(sock: socket.socket, pipe: tuple[int, int], out: int, n: int, at: bool) -> None:
+    """``n`` bytes from the socket through the pipe to descriptor ``out``: into its first
+    ``n`` bytes when ``at`` (a file), else onwards (a socket). The pages move between the
+    kernel's buffers and the pipe, never through user space."""
     r, w = pipe
     got = 0
     while got < n:
-        moved = os.splice(src.fileno(), w, min(MiB, n - got))
+        moved = os.splice(sock.fileno(), w, min(MiB, n - got))
         if not moved:
             raise ConnectionError("the origin closed")
-        left = moved
-        while left:
-            left -= os.splice(r, dst.fileno(), left)
-        got += moved
+        end = got + moved
+        while got < end:
+            got += os.splice(r, out, end - got, offset_dst=got if at else None)
 
 
 def relay(port: int, upstream: int, chunk: int, mode: str, scratch: str) -> None:
@@ -148,14 +134,14 @@ def relay(port: int, upstream: int, chunk: int, mode: str, scratch: str) -> None
     while down.recv(1):
         up.send(b"g")
         if mode == "splice":
-            _splice_to_file(up, pipe, fd, chunk)
+            _splice(up, pipe, fd, chunk, at=True)
             with mmap.mmap(fd, chunk, prot=mmap.PROT_READ) as mapped:
                 crc32c.crc32c(mapped)
             for at in range(0, chunk, SLICE):
                 _send_file(down, fd, at, SLICE)
             continue
         if mode == "pipe":
-            _splice_through(up, pipe, down, chunk)
+            _splice(up, pipe, down.fileno(), chunk, at=False)
             continue
         if mode == "fresh":
             view = memoryview(_receive_fresh(up, chunk))

@@ -61,6 +61,7 @@ from confluent_kafka.admin import (
 
 from bench.common import REPO, Others, cpu_seconds, minor_faults, replace_section
 from controlplane.kafka import Admin
+from spark.remote_log import describe_remote_log
 from tests.support.broker import BrokerProcess
 from tests.support.cluster_workload import wait_for
 from tests.support.minio import MinioServer
@@ -69,8 +70,7 @@ from tiered.access_keys import AccessKey
 from tiered.chunk_cache import DEFAULT_CHUNK_BYTES, DEFAULT_READAHEAD
 from tiered.config import ObjectStoreSettings
 from tiered.embedded_s3 import EmbeddedS3
-from tiered.layout import LOG as LOG_SUFFIX
-from tiered.layout import parse_key
+from tiered.layout import segment_keys
 from tiered.object_store import S3ObjectStore
 
 RESULTS = REPO / "bench" / "RESULTS.md"
@@ -129,9 +129,15 @@ class Usage:
     client_cpu: float = 0.0
     others: float = 0.0
     requests: Counter[str] = field(default_factory=Counter)
+    moved: int = 0
+    """Bytes the step's own client moved (the raw GETs of a cold read's objects)."""
 
     def cores(self, cpu: float) -> float:
         return cpu / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.moved / MiB / self.seconds
 
 
 class Meter:
@@ -253,31 +259,26 @@ class RawStore:
         }
 
 
-def get_segments(s3: EmbeddedS3, topic: str) -> Usage:
+def get_segments(s3: EmbeddedS3, broker: BrokerProcess, topic: str) -> Usage:
     """The peer of one cold read: whole GETs (boto3 get_object, one at a time, each checked
-    for its listed size) of every segment object of ``topic`` the read fetches from, in
-    offset order. Usage.seconds over all of them; the bytes in Usage.requests["bytes"]."""
+    for its size) of the .log object of every remote segment of ``topic`` partition 0, in
+    offset order, as DescribeRemoteLog lists them. Usage.seconds over all of them."""
+    remote = describe_remote_log(broker.bootstrap, [topic])
+    part = remote.of(topic, 0)
+    if part is None or not part.segments:
+        raise AssertionError(f"DescribeRemoteLog lists no segment of {topic}-0")
+    objects = [(segment_keys(remote.cluster_id, s).log, s.size_bytes) for s in part.segments]
     store = store_for(s3.endpoint)
-    parsed = [(parse_key(o.key), o) for o in store.list()]
-    objects = [
-        o
-        for k, o in sorted(
-            ((k, o) for k, o in parsed if k is not None), key=lambda ko: ko[0].base_offset
-        )
-        if k.topic == topic and k.partition == 0 and k.suffix == LOG_SUFFIX
-    ]
-    if not objects:
-        raise AssertionError(f"no .log objects of {topic} in the store")
-    store.head(objects[0].key)  # the connection, outside the timed GETs
+    store.head(objects[0][0])  # the connection, outside the timed GETs
     meter = Meter(s3, None)
     total = 0
-    for info in objects:
-        got = len(store.get(info.key))
-        if got != info.size:
-            raise AssertionError(f"GET {info.key}: {got} bytes, listed {info.size}")
+    for key, size in objects:
+        got = len(store.get(key))
+        if got != size:
+            raise AssertionError(f"GET {key}: {got} bytes, DescribeRemoteLog says {size}")
         total += got
     usage = meter.stop()
-    usage.requests["bytes"] = total
+    usage.moved = total
     return usage
 
 
@@ -532,12 +533,11 @@ def measure(
         cold, cached, local, same = [], [], [], []
         for i in range(runs):
             restart(broker, s3, count)
-            same.append(get_segments(s3, TIERED))  # its peer, in the same minute
+            same.append(get_segments(s3, broker, TIERED))  # its peer, in the same minute
             cold.append(read_all(broker, s3, TIERED, count))
-            peer = same[-1].requests["bytes"] / MiB / same[-1].seconds
             print(f"  cold remote read {i + 1}: {mib / cold[-1].seconds:.1f} MiB/s; raw GETs "
-                  f"of its {log_gets(same[-1])} segment objects just before: {peer:.1f} MiB/s",
-                  flush=True)  # fmt: skip
+                  f"of its {log_gets(same[-1])} segment objects just before: "
+                  f"{same[-1].mib_per_s:.1f} MiB/s", flush=True)  # fmt: skip
         # a chunk is written to the disk cache the second time it is fetched
         # (remote.fetch.cache.admit.fetches=2): one unmeasured read admits them all
         read_all(broker, s3, TIERED, count)
@@ -609,7 +609,7 @@ def render(r: dict[str, Any]) -> str:
     uc, uca, ul = (median_usage(r[k]) for k in ("cold", "cached", "local"))
     u = up["usage"]
     same = r["same"]
-    same_rates = [x.requests["bytes"] / MiB / x.seconds for x in same]
+    same_rates = [x.mib_per_s for x in same]
     paired = sorted(r["mib"] / c.seconds / g for c, g in zip(r["cold"], same_rates, strict=True))
     same_med = median_usage(same)
     logged = [s for _, s in up["logged"]]
@@ -644,7 +644,7 @@ def render(r: dict[str, Any]) -> str:
         (f"S3 GETs of the {log_gets(same_med)} segment objects a cold read fetches from, raw "
          "(boto3 get_object, one at a time), just before each cold read"
          f" (median of {len(same)}: {min(same_rates):.0f}-{max(same_rates):.0f} MiB/s)",
-         f"{same_med.requests['bytes'] / MiB / same_med.seconds:.1f}", "-",
+         f"{same_med.mib_per_s:.1f}", "-",
          f"cold read / these GETs, each pair: median {statistics.median(paired):.2f}x "
          f"({paired[0]:.2f}-{paired[-1]:.2f}x)", cpu_note(same_med, "boto3 client")),
         ("read from offset 0, cached remote" + spread(cached[2]), f"{cached[0]:.1f}",
@@ -694,8 +694,8 @@ def render(r: dict[str, Any]) -> str:
         "range; contents checked outside the timed calls. Raw GETs of the same objects: "
         "after each restart of the broker for a cold read and before that read, every .log "
         "object of the tiered partition GET whole, in offset order, through the same client "
-        "(each checked for its listed size): the bytes over the time of them all, the "
-        "store's rate for exactly what the read fetches, in the same minute; the ratio is "
+        "(each checked for the size DescribeRemoteLog gives): the bytes over the time of them "
+        "all, the store's rate for exactly what the read fetches, in the same minute; the ratio is "
         "each cold read's rate (record values, the local tail included) over that of the "
         "GETs just before it.",
         "- Upload: from the IncrementalAlterConfigs (confluent-kafka AdminClient) that sets "
