@@ -108,7 +108,7 @@ def _receive_fresh(sock: socket.socket, chunk: int) -> bytes:
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
-def _splice(sock: socket.socket, pipe: tuple[int, int], out: int, n: int, at: bool) -> None:
+def splice_through(sock: socket.socket, pipe: tuple[int, int], out: int, n: int, at: bool) -> None:
     """``n`` bytes from the socket through the pipe to descriptor ``out``: into its first
     ``n`` bytes when ``at`` (a file), else onwards (a socket). The pages move between the
     kernel's buffers and the pipe, never through user space."""
@@ -134,14 +134,14 @@ def relay(port: int, upstream: int, chunk: int, mode: str, scratch: str) -> None
     while down.recv(1):
         up.send(b"g")
         if mode == "splice":
-            _splice(up, pipe, fd, chunk, at=True)
+            splice_through(up, pipe, fd, chunk, at=True)
             with mmap.mmap(fd, chunk, prot=mmap.PROT_READ) as mapped:
                 crc32c.crc32c(mapped)
             for at in range(0, chunk, SLICE):
                 _send_file(down, fd, at, SLICE)
             continue
         if mode == "pipe":
-            _splice(up, pipe, down.fileno(), chunk, at=False)
+            splice_through(up, pipe, down.fileno(), chunk, at=False)
             continue
         if mode == "fresh":
             view = memoryview(_receive_fresh(up, chunk))

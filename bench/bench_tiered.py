@@ -22,7 +22,11 @@ measures:
    uploaded segment locally: cold remote (the broker restarted before each read: its chunk
    cache starts empty), cached remote (again, the cache large enough for all of it), and local
    (a second topic holding the same records, no remote tier). R runs each (default 5),
-   median reported.
+   median reported;
+4. the two halves of a cold read, each the cheapest way: GETs of the same segment objects
+   with their bodies spliced into /dev/null (``bench.spliced_gets``), and the local read;
+   alone, at the same time, and the rate their summed CPU allows on this machine's cores
+   (what no cold read can pass here).
 
 Every read is checked: every offset from 0 to N-1 exactly once and in order (so the count
 and the last offset), and the payload bytes add up. The S3 server's request log tells how
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import re
@@ -43,6 +48,7 @@ import resource
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -259,15 +265,21 @@ class RawStore:
         }
 
 
-def get_segments(s3: EmbeddedS3, broker: BrokerProcess, topic: str) -> Usage:
-    """The peer of one cold read: whole GETs (boto3 get_object, one at a time, each checked
-    for its size) of the .log object of every remote segment of ``topic`` partition 0, in
-    offset order, as DescribeRemoteLog lists them. Usage.seconds over all of them."""
+def segment_objects(broker: BrokerProcess, topic: str) -> list[tuple[str, int]]:
+    """Key and size of the .log object of every remote segment of ``topic`` partition 0, in
+    offset order, as DescribeRemoteLog lists them."""
     remote = describe_remote_log(broker.bootstrap, [topic])
     part = remote.of(topic, 0)
     if part is None or not part.segments:
         raise AssertionError(f"DescribeRemoteLog lists no segment of {topic}-0")
-    objects = [(segment_keys(remote.cluster_id, s).log, s.size_bytes) for s in part.segments]
+    return [(segment_keys(remote.cluster_id, s).log, s.size_bytes) for s in part.segments]
+
+
+def get_segments(s3: EmbeddedS3, broker: BrokerProcess, topic: str) -> Usage:
+    """The peer of one cold read: whole GETs (boto3 get_object, one at a time, each checked
+    for its size) of every segment object a cold read of ``topic`` fetches from
+    (`segment_objects`). Usage.seconds over all of them."""
+    objects = segment_objects(broker, topic)
     store = store_for(s3.endpoint)
     store.head(objects[0][0])  # the connection, outside the timed GETs
     meter = Meter(s3, None)
@@ -420,6 +432,52 @@ def read_all(broker: BrokerProcess, s3: EmbeddedS3, topic: str, count: int) -> U
     return usage
 
 
+def read_beside_gets(broker: BrokerProcess, s3: EmbeddedS3, count: int, beside: bool) -> Usage:
+    """The two halves of any cold read, each done the cheapest way this machine has: GETs
+    of every segment object a cold read of the tiered topic fetches from, by another process
+    that splices each body into /dev/null (``bench.spliced_gets``: the bytes taken from the
+    S3 server and never brought into user space); and, when ``beside``, at the same time,
+    kcat reading the local topic (the broker's cheapest path to a consumer: sendfile from
+    the page cache). A cold read does both, overlapped chunk by chunk; here they overlap
+    freely. Usage.seconds until both are done; Usage.moved the GETs' bytes."""
+    objects = segment_objects(broker, TIERED)
+    store = store_for(s3.endpoint)
+    urls = [
+        [store.client.generate_presigned_url(
+            "get_object", Params={"Bucket": store.bucket, "Key": key}, ExpiresIn=900
+        ), size]
+        for key, size in objects
+    ]  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.spliced_gets"], cwd=REPO,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        child.stdin.write(json.dumps(urls) + "\n")
+        child.stdin.flush()
+        if child.stdout.readline().strip() != "ready":
+            raise AssertionError("bench.spliced_gets did not start")
+        meter = Meter(s3, broker)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        if beside:
+            read_all(broker, s3, LOCAL, count)
+        moved, _ = child.stdout.readline().split()
+        if child.wait(600) != 0:
+            raise AssertionError(f"bench.spliced_gets exited {child.returncode}")
+        usage = meter.stop()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    usage.moved = int(moved)
+    if usage.moved != sum(size for _, size in objects):
+        raise AssertionError(f"spliced GETs moved {usage.moved} bytes")
+    return usage
+
+
 def restart(broker: BrokerProcess, s3: EmbeddedS3, count: int) -> None:
     """Stop and start the broker (its chunk cache starts empty), and wait until it leads both
     partitions again with both tiers in view, and until its remote log manager has made its
@@ -548,7 +606,15 @@ def measure(
         for i in range(runs):
             local.append(read_all(broker, s3, LOCAL, count))
             print(f"  local read {i + 1}: {mib / local[-1].seconds:.1f} MiB/s", flush=True)
+        spliced, beside = [], []
+        for i in range(runs):
+            spliced.append(read_beside_gets(broker, s3, count, beside=False))
+            beside.append(read_beside_gets(broker, s3, count, beside=True))
+            print(f"  spliced GETs of the tiered segments {i + 1}: "
+                  f"{spliced[-1].moved / MiB / spliced[-1].seconds:.1f} MiB/s; beside a local "
+                  f"read: {mib / beside[-1].seconds:.1f} MiB/s", flush=True)  # fmt: skip
         out["cold"], out["cached"], out["local"], out["same"] = cold, cached, local, same
+        out["spliced"], out["beside"] = spliced, beside
     except BaseException:
         print(f"broker log tail ({broker.log_path}):\n{broker.logs()[-3000:]}", flush=True)
         raise
@@ -612,6 +678,14 @@ def render(r: dict[str, Any]) -> str:
     same_rates = [x.mib_per_s for x in same]
     paired = sorted(r["mib"] / c.seconds / g for c, g in zip(r["cold"], same_rates, strict=True))
     same_med = median_usage(same)
+    spliced, us = [x.mib_per_s for x in r["spliced"]], median_usage(r["spliced"])
+    beside, ub = rate(r, r["beside"]), median_usage(r["beside"])
+    in_turn = r["mib"] / (ul.seconds + us.seconds)
+    """MiB/s of the local read and the spliced GETs one after the other (median times)."""
+    both_cpu = ul.broker_cpu + ul.s3_cpu + ul.client_cpu + us.s3_cpu + us.client_cpu
+    parallel = r["mib"] / (both_cpu / (os.cpu_count() or 1))
+    """MiB/s if both halves' CPU (the idle broker's left out of the GETs') filled every core."""
+    target = 0.8 * same_med.mib_per_s
     logged = [s for _, s in up["logged"]]
     in_uploads = sum(logged)
     each_rate = [b / MiB / s for b, s in up["logged"] if s > 0]
@@ -651,6 +725,20 @@ def render(r: dict[str, Any]) -> str:
          f"{cached[1]:,.0f}", f"{cached[0] / local[0]:.2f}x local", cpu_note(uca, mib=r["mib"])),
         ("read from offset 0, local segments" + spread(local[2]), f"{local[0]:.1f}",
          f"{local[1]:,.0f}", "1.00x", cpu_note(ul, mib=r["mib"])),
+        ("S3 GETs of those segment objects, each body spliced into /dev/null "
+         "(bench.spliced_gets, one at a time)"
+         f" (median of {len(spliced)}: {min(spliced):.0f}-{max(spliced):.0f} MiB/s)",
+         f"{us.mib_per_s:.1f}", "-", f"{us.mib_per_s / same_med.mib_per_s:.2f}x the boto3 GETs",
+         cpu_note(us, "spliced GETs")),
+        ("the local read and those spliced GETs at the same time, in two processes"
+         + spread(beside[2]), f"{beside[0]:.1f}", f"{beside[1]:,.0f}",
+         f"the cold read {cold[0] / beside[0]:.2f}x of it", cpu_note(ub, "kcat + GETs")),
+        ("the local read and the spliced GETs one after the other (sum of their median times)",
+         f"{in_turn:.1f}", "-", f"the cold read {cold[0] / in_turn:.2f}x of it; the issue's "
+         f"target, 0.8x the boto3 GETs, is {target:.0f} MiB/s = "
+         f"{target / max(in_turn, beside[0]):.2f}x the faster of the two",
+         f"both halves' CPU {both_cpu * 1000 / r['mib']:.2f} ms/MiB: on {os.cpu_count()} cores "
+         f"fully used, {parallel:.0f} MiB/s (the target {target / parallel:.2f}x of that)"),
     ]  # fmt: skip
     lb, la = r["load_before"], r["load_after"]
     n_gets = log_gets(uc)
@@ -719,6 +807,17 @@ def render(r: dict[str, Any]) -> str:
         "remote.fetch.cache.admit.fetches=2), "
         f"the chunks in the broker's disk cache; median run: {gets(uca)}. Local: a second "
         "topic holding the same records, never tiered.",
+        "- The two halves of a cold read, each done the cheapest way this machine has, to "
+        "show what any cold read could reach here: the GETs of the segment objects a cold "
+        "read fetches from, by a separate process (`bench.spliced_gets`, presigned URLs on "
+        "its stdin) that moves each body with splice into /dev/null, never into user space; "
+        "and the local read (sendfile from the page cache to kcat). Each alone after the "
+        "local reads, then both started together; a cold read has to do both, overlapped "
+        "chunk by chunk. The last row adds the CPU of both halves alone (every process: "
+        "broker, S3 server, kcat, GETs; the idle broker's left out of the GETs') and divides "
+        "it by the cores: the rate no cold read can pass here even with perfect overlap and "
+        "no cost of its own beyond those halves. CPU over loopback is charged to whichever "
+        "process the kernel's network work lands on, so compare totals, not one process.",
         "",
         "Where the upload time goes: "
         + (
