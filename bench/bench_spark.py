@@ -17,7 +17,11 @@ partition's active segment is on the broker's disk, and measures, R times each (
    its remote tier through its chunk cache; the cache is smaller than the topic, and the
    store's GETs during the read are counted to show it was cold);
 3. a confluent-kafka consumer in this process, assigned every partition from offset 0;
-4. the store's limit for this job: every segment object of the topic fetched with 2
+4. a Python data source yielding the same rows from memory, Spark's ceiling for any
+   Python data source, alone and with every segment object of the topic GET into another
+   process's memory beside it (``bench.spliced_gets --receive``): the least a tiered reader
+   adds to it;
+5. the store's limit for this job: every segment object of the topic fetched with 2
    threads (the 2 cores local[2] has), raw through ``tiered.object_store.S3ObjectStore``.
 
 Both Spark reads run the same query, ``count(*), sum(length(value)), sum(offset)``, which
@@ -35,6 +39,8 @@ import json
 import os
 import platform
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -93,7 +99,7 @@ is served by the store, not by what the previous read left in the cache."""
 RECORD = 1024
 BUCKET = "bench"
 READERS = ("sluice", "kafka", "consumer")
-KINDS = (*READERS, "memory", "raw")
+KINDS = (*READERS, "memory", "beside", "raw")
 SPARK = ("sluice", "kafka", "memory")
 STORES = ("embedded", "minio")
 """--store: the embedded S3 server (durable moto, what ``cloudctl up`` runs, Python) or
@@ -443,11 +449,59 @@ def prepare(broker: BrokerProcess, topic: Topic) -> None:
     )
 
 
+def memory_beside_gets(reader: SparkReader, s3: S3Server, topic: Topic) -> Read:
+    """The from-memory read while another process (``bench.spliced_gets --receive``) GETs
+    every segment object of the topic into its memory, one object at a time: the least any
+    tiered reader adds to the from-memory source (the bytes brought from the store into user
+    space once), overlapped with Spark's work for free. Seconds: until both are done."""
+    assert topic.remote is not None
+    cluster = topic.remote.cluster_id
+    store = store_for(s3.endpoint, key_of(s3))
+    urls = [
+        [store.client.generate_presigned_url(
+            "get_object", ExpiresIn=900,
+            Params={"Bucket": store.bucket, "Key": segment_keys(cluster, s).log},
+        ), s.size_bytes]
+        for s in topic.segments()
+    ]  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.spliced_gets", "--receive"], cwd=REPO,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        child.stdin.write(json.dumps(urls) + "\n")
+        child.stdin.flush()
+        if child.stdout.readline().strip() != "ready":
+            raise AssertionError("bench.spliced_gets did not start")
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        read = reader.read("memory", topic)
+        moved, seconds, cpu = child.stdout.readline().split()
+        if child.wait(600) != 0:
+            raise AssertionError(f"bench.spliced_gets exited {child.returncode}")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if int(moved) != sum(size for _, size in urls):
+        raise AssertionError(f"GETs beside the from-memory read moved {moved} bytes")
+    u = read.usage
+    u.seconds = max(u.seconds, float(seconds))
+    u.client_cpu = float(cpu)
+    u.moved = int(moved)
+    u.others = max(0.0, u.others - u.client_cpu / (u.seconds * (os.cpu_count() or 1)))
+    return read
+
+
 def read_once(
     kind: str, topic: Topic, reader: SparkReader, broker: BrokerProcess, s3: S3Server
 ) -> Read:
     if kind in ("sluice", "kafka", "memory"):
         return reader.read(kind, topic)
+    if kind == "beside":
+        return memory_beside_gets(reader, s3, topic)
     if kind == "consumer":
         return consume(broker, s3, topic)
     return Read(raw_gets(s3, topic))
@@ -521,7 +575,7 @@ def mb_s(topic: Topic, read: Read) -> float:
 def cpu(kind: str, read: Read) -> str:
     u = read.usage
     parts = []
-    if kind in SPARK:
+    if kind in SPARK or kind == "beside":
         parts.append(f"Spark {u.cores(read.spark_cpu):.2f}")
     if u.broker_cpu:
         parts.append(f"broker {u.cores(u.broker_cpu):.2f}")
@@ -530,6 +584,8 @@ def cpu(kind: str, read: Read) -> str:
         parts.append(f"consumer {u.cores(u.client_cpu):.2f}")
     if kind == "raw":
         parts.append(f"boto3 {u.cores(u.client_cpu):.2f}")
+    if kind == "beside":
+        parts.append(f"GETs {u.cores(u.client_cpu):.2f}")
     return ", ".join(parts) + f"; others {u.others * 100:.0f} %"
 
 
@@ -538,6 +594,7 @@ NAMES = {
     "kafka": 'Spark `format("kafka")` (spark-sql-kafka-0-10)',
     "consumer": "confluent-kafka consumer (one Python process)",
     "memory": "Spark, a Python data source yielding the same rows from memory",
+    "beside": "the same from memory, the topic's segment objects GET into memory beside it",
     "raw": "raw S3 GETs of the topic's segment objects, 2 threads",
 }
 
@@ -563,6 +620,7 @@ def render(r: dict[str, Any]) -> str:
                     f"{rate['sluice'] / rate['kafka']:.2f}x kafka; "
                     f"{rate['sluice'] / rate['consumer']:.2f}x consumer; "
                     f"{rate['sluice'] / rate['memory']:.2f}x from memory; "
+                    f"{rate['sluice'] / rate['beside']:.2f}x from memory beside GETs; "
                     f"{rate['sluice'] / rate['raw']:.2f}x raw GETs; "
                     f"{rate['sluice'] / mb_s(topics[0], med[(first, 'sluice')]):.2f}x "
                     f"{first} partition{'s' if first > 1 else ''}"
@@ -571,9 +629,20 @@ def render(r: dict[str, Any]) -> str:
                 ratio = "1.00x raw GETs"
             elif kind == "memory":
                 ratio = "1.00x from memory"
+            elif kind == "beside":
+                pairs = sorted(
+                    m.usage.seconds / b.usage.seconds
+                    for m, b in zip(results[(p, "memory")], results[(p, kind)], strict=True)
+                )
+                ratio = f"{rate['beside'] / rate['memory']:.2f}x from memory" + (
+                    f" (each run over the from-memory read just before it: "
+                    f"{pairs[0]:.2f}-{pairs[-1]:.2f}x)"
+                    if runs > 1
+                    else ""
+                )
             else:
                 ratio = f"{rate[kind] / rate['raw']:.2f}x raw GETs"
-            tasks = str(read.tasks) if kind in SPARK else "-"
+            tasks = str(read.tasks) if kind in SPARK or kind == "beside" else "-"
             rows.append(
                 f"| {p} | {NAMES[kind]} | {rate[kind]:.0f}"
                 + (f" ({spread[0]:.0f}-{spread[-1]:.0f})" if runs > 1 else "")
@@ -650,7 +719,13 @@ def render(r: dict[str, Any]) -> str:
         "data source of the bench (`memory_source`) whose input partitions (the same as "
         '`format("sluice")` plans: the same offsets in the same tasks) yield Arrow batches '
         "of the same rows built in the worker, with "
-        "nothing fetched or decoded: the ceiling Spark puts on any Python data source here.",
+        "nothing fetched or decoded: the ceiling Spark puts on any Python data source here. "
+        "Beside GETs: the same from-memory read while another process "
+        "(`bench.spliced_gets --receive`, presigned URLs on its stdin) GETs every segment "
+        "object of the topic, one at a time, into one reused buffer: the least a reader of "
+        "the tiered bytes adds to the from-memory source (the bytes received into user space "
+        "once, nothing checked or decoded), overlapped with Spark's work for free; timed "
+        "until both are done.",
         "",
         "Where the CPU goes (CPU milliseconds per MB of values, median runs): "
         + "; ".join(cpu_lines)

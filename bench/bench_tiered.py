@@ -464,7 +464,7 @@ def read_beside_gets(broker: BrokerProcess, s3: EmbeddedS3, count: int, beside: 
         child.stdin.flush()
         if beside:
             read_all(broker, s3, LOCAL, count)
-        moved, _ = child.stdout.readline().split()
+        moved, _, _ = child.stdout.readline().split()
         if child.wait(600) != 0:
             raise AssertionError(f"bench.spliced_gets exited {child.returncode}")
         usage = meter.stop()
