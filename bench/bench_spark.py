@@ -39,8 +39,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -65,6 +63,7 @@ from bench.bench_tiered import (
     store_for,
 )
 from bench.common import CLK_TCK, REPO, replace_section
+from bench.spliced_gets import GetsBeside
 from spark.options import read_options
 from spark.planning import TieredSplit
 from spark.records import arrow_schema, spark_ddl
@@ -101,6 +100,8 @@ BUCKET = "bench"
 READERS = ("sluice", "kafka", "consumer")
 KINDS = (*READERS, "memory", "beside", "raw")
 SPARK = ("sluice", "kafka", "memory")
+IN_SPARK = (*SPARK, "beside")
+"""The kinds whose reads run in Spark (``beside``: the from-memory read with GETs beside it)."""
 STORES = ("embedded", "minio")
 """--store: the embedded S3 server (durable moto, what ``cloudctl up`` runs, Python) or
 MinIO (Go; ``make minio``), each on the same 2 cores as the broker and Spark."""
@@ -456,41 +457,15 @@ def memory_beside_gets(reader: SparkReader, s3: S3Server, topic: Topic) -> Read:
     space once), overlapped with Spark's work for free. Seconds: until both are done."""
     assert topic.remote is not None
     cluster = topic.remote.cluster_id
-    store = store_for(s3.endpoint, key_of(s3))
-    urls = [
-        [store.client.generate_presigned_url(
-            "get_object", ExpiresIn=900,
-            Params={"Bucket": store.bucket, "Key": segment_keys(cluster, s).log},
-        ), s.size_bytes]
-        for s in topic.segments()
-    ]  # fmt: skip
-    child = subprocess.Popen(
-        [sys.executable, "-m", "bench.spliced_gets", "--receive"], cwd=REPO,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert child.stdin is not None
-    assert child.stdout is not None
-    try:
-        child.stdin.write(json.dumps(urls) + "\n")
-        child.stdin.flush()
-        if child.stdout.readline().strip() != "ready":
-            raise AssertionError("bench.spliced_gets did not start")
-        child.stdin.write("go\n")
-        child.stdin.flush()
+    objects = [(segment_keys(cluster, s).log, s.size_bytes) for s in topic.segments()]
+    with GetsBeside(store_for(s3.endpoint, key_of(s3)), objects, receive=True) as gets:
+        gets.go()
         read = reader.read("memory", topic)
-        moved, seconds, cpu = child.stdout.readline().split()
-        if child.wait(600) != 0:
-            raise AssertionError(f"bench.spliced_gets exited {child.returncode}")
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    if int(moved) != sum(size for _, size in urls):
-        raise AssertionError(f"GETs beside the from-memory read moved {moved} bytes")
+        moved, seconds, cpu = gets.result()
     u = read.usage
-    u.seconds = max(u.seconds, float(seconds))
-    u.client_cpu = float(cpu)
-    u.moved = int(moved)
+    u.seconds = max(u.seconds, seconds)
+    u.client_cpu = cpu
+    u.moved = moved
     u.others = max(0.0, u.others - u.client_cpu / (u.seconds * (os.cpu_count() or 1)))
     return read
 
@@ -575,7 +550,7 @@ def mb_s(topic: Topic, read: Read) -> float:
 def cpu(kind: str, read: Read) -> str:
     u = read.usage
     parts = []
-    if kind in SPARK or kind == "beside":
+    if kind in IN_SPARK:
         parts.append(f"Spark {u.cores(read.spark_cpu):.2f}")
     if u.broker_cpu:
         parts.append(f"broker {u.cores(u.broker_cpu):.2f}")
@@ -642,7 +617,7 @@ def render(r: dict[str, Any]) -> str:
                 )
             else:
                 ratio = f"{rate[kind] / rate['raw']:.2f}x raw GETs"
-            tasks = str(read.tasks) if kind in SPARK or kind == "beside" else "-"
+            tasks = str(read.tasks) if kind in IN_SPARK else "-"
             rows.append(
                 f"| {p} | {NAMES[kind]} | {rate[kind]:.0f}"
                 + (f" ({spread[0]:.0f}-{spread[-1]:.0f})" if runs > 1 else "")

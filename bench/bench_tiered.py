@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import re
@@ -48,7 +47,6 @@ import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -66,6 +64,7 @@ from confluent_kafka.admin import (
 )
 
 from bench.common import REPO, Others, cpu_seconds, minor_faults, replace_section
+from bench.spliced_gets import GetsBeside
 from controlplane.kafka import Admin
 from spark.remote_log import describe_remote_log
 from tests.support.broker import BrokerProcess
@@ -440,41 +439,14 @@ def read_beside_gets(broker: BrokerProcess, s3: EmbeddedS3, count: int, beside: 
     kcat reading the local topic (the broker's cheapest path to a consumer: sendfile from
     the page cache). A cold read does both, overlapped chunk by chunk; here they overlap
     freely. Usage.seconds until both are done; Usage.moved the GETs' bytes."""
-    objects = segment_objects(broker, TIERED)
-    store = store_for(s3.endpoint)
-    urls = [
-        [store.client.generate_presigned_url(
-            "get_object", Params={"Bucket": store.bucket, "Key": key}, ExpiresIn=900
-        ), size]
-        for key, size in objects
-    ]  # fmt: skip
-    child = subprocess.Popen(
-        [sys.executable, "-m", "bench.spliced_gets"], cwd=REPO,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert child.stdin is not None
-    assert child.stdout is not None
-    try:
-        child.stdin.write(json.dumps(urls) + "\n")
-        child.stdin.flush()
-        if child.stdout.readline().strip() != "ready":
-            raise AssertionError("bench.spliced_gets did not start")
+    with GetsBeside(store_for(s3.endpoint), segment_objects(broker, TIERED), receive=False) as gets:
         meter = Meter(s3, broker)
-        child.stdin.write("go\n")
-        child.stdin.flush()
+        gets.go()
         if beside:
             read_all(broker, s3, LOCAL, count)
-        moved, _, _ = child.stdout.readline().split()
-        if child.wait(600) != 0:
-            raise AssertionError(f"bench.spliced_gets exited {child.returncode}")
+        moved, _, _ = gets.result()
         usage = meter.stop()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    usage.moved = int(moved)
-    if usage.moved != sum(size for _, size in objects):
-        raise AssertionError(f"spliced GETs moved {usage.moved} bytes")
+    usage.moved = moved
     return usage
 
 

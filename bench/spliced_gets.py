@@ -1,17 +1,21 @@
 """GETs of objects whose bodies are spliced into /dev/null: the cheapest way to take bytes
-from the S3 server, for the ceiling ``bench_tiered`` puts beside a cold read.
+from the S3 server, for the halves of a cold read ``bench_tiered`` measures.
 
     python -m bench.spliced_gets [--receive] < urls.json
 
 Standard input: a JSON list of ``[presigned_url, size]`` (presigned, so no key reaches the
 command line or this process). The process prints ``ready``, waits for a line on standard
 input, then GETs every object in order, each on a new connection (the embedded S3 server
-answers ``Connection: close``, so boto3 connects anew for each GET too), each body moved
-with ``splice`` from the socket through a pipe into /dev/null (never through user space),
-checks the status and that exactly ``size`` bytes came, and prints ``<bytes> <seconds>
-<cpu seconds>``. With ``--receive`` each body is received into one reused buffer instead
-(``recv_into``): the bytes brought into user space once, the least any reader that looks at
-them must do (``bench_spark`` puts it beside its from-memory source).
+answers ``Connection: close``, so boto3 connects anew for each GET too) through
+``tiered.ranged_get.HttpConnection``, each body moved with ``splice`` from the socket
+through a pipe into /dev/null (never through user space), checks the status and that
+exactly ``size`` bytes came, and prints ``<bytes> <seconds> <cpu seconds>``. With
+``--receive`` each body is received into one reused buffer instead: the bytes brought into
+user space once, the least any reader that looks at them must do (``bench_spark`` puts it
+beside its from-memory source).
+
+`GetsBeside` runs it as a child process for a bench: presigns, starts it, and reads its
+answer.
 """
 
 from __future__ import annotations
@@ -19,46 +23,76 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
+import subprocess
 import sys
 import time
+from types import TracebackType
 from urllib.parse import urlsplit
 
 from bench.bench_relay import MiB, splice_through
+from bench.common import REPO
+from tiered.object_store import S3ObjectStore
+from tiered.ranged_get import HttpConnection
 
-HEAD_LIMIT = 64 * 1024
-
-
-def _head(sock: socket.socket) -> tuple[int, dict[str, str]]:
-    """Status and headers of one response, consuming exactly the head (peeked first, so no
-    body byte is taken into user space)."""
-    while True:
-        peeked = sock.recv(HEAD_LIMIT, socket.MSG_PEEK)
-        if not peeked:
-            raise ConnectionError("the S3 server closed the connection")
-        end = peeked.find(b"\r\n\r\n")
-        if end >= 0:
-            break
-        if len(peeked) >= HEAD_LIMIT:
-            raise ValueError(f"response head over {HEAD_LIMIT} bytes")
-        time.sleep(0.0005)
-    head = sock.recv(end + 4, socket.MSG_WAITALL).decode("latin-1")
-    status_line, *lines = head.split("\r\n")
-    headers = {}
-    for line in lines:
-        if ":" in line:
-            name, value = line.split(":", 1)
-            headers[name.strip().lower()] = value.strip()
-    return int(status_line.split()[1]), headers
+TIMEOUT = 60.0
+"""Seconds to connect, and to wait for bytes of an answer."""
 
 
-def _receive(sock: socket.socket, buffer: memoryview, n: int) -> None:
-    got = 0
-    while got < n:
-        moved = sock.recv_into(buffer[got:n])
-        if not moved:
-            raise ConnectionError("the S3 server closed the connection")
-        got += moved
+class GetsBeside:
+    """This module as a child process, its GETs started by `go` (so that they run beside
+    whatever the bench measures), its answer checked by `result`."""
+
+    def __init__(self, store: S3ObjectStore, objects: list[tuple[str, int]], receive: bool):
+        self.size = sum(size for _, size in objects)
+        urls = [
+            [store.client.generate_presigned_url(
+                "get_object", Params={"Bucket": store.bucket, "Key": key}, ExpiresIn=900
+            ), size]
+            for key, size in objects
+        ]  # fmt: skip
+        self.child = subprocess.Popen(
+            [sys.executable, "-m", "bench.spliced_gets", *(["--receive"] if receive else [])],
+            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self._say(json.dumps(urls))
+        if self._line() != "ready":
+            self.close()
+            raise AssertionError("bench.spliced_gets did not start")
+
+    def _say(self, line: str) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.write(line + "\n")
+        self.child.stdin.flush()
+
+    def _line(self) -> str:
+        assert self.child.stdout is not None
+        return self.child.stdout.readline().strip()
+
+    def go(self) -> None:
+        self._say("go")
+
+    def result(self) -> tuple[int, float, float]:
+        """Bytes moved (checked: every object's), seconds and CPU seconds of the GETs."""
+        answer = self._line().split()
+        if self.child.wait(600) != 0 or len(answer) != 3:
+            raise AssertionError(f"bench.spliced_gets exited {self.child.returncode}")
+        moved, seconds, cpu = int(answer[0]), float(answer[1]), float(answer[2])
+        if moved != self.size:
+            raise AssertionError(f"bench.spliced_gets moved {moved} bytes of {self.size}")
+        return moved, seconds, cpu
+
+    def close(self) -> None:
+        if self.child.poll() is None:
+            self.child.kill()
+        self.child.wait()
+
+    def __enter__(self) -> GetsBeside:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 def main(argv: list[str]) -> int:
@@ -73,17 +107,20 @@ def main(argv: list[str]) -> int:
     total, start, cpu = 0, time.perf_counter(), time.process_time()
     for url, size in objects:
         parts = urlsplit(url)
-        target = f"{parts.path}?{parts.query}" if parts.query else parts.path
-        with socket.create_connection((parts.hostname, parts.port or 80)) as sock:
-            sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode())
-            status, headers = _head(sock)
+        conn = HttpConnection(parts.netloc, TIMEOUT, TIMEOUT, None)
+        try:
+            status, headers = conn.request(f"{parts.path}?{parts.query}", {})
             length = int(headers.get("content-length", "-1"))
             if status != 200 or length != size:
                 raise SystemExit(f"GET {parts.path}: status {status}, {length} bytes, want {size}")
             if receive:
-                _receive(sock, buffer, size)
+                conn.receive_into(buffer[:size])
             else:
-                splice_through(sock, pipe, null, size, at=False)
+                assert conn.sock is not None
+                conn.sock.settimeout(None)  # splice wants a blocking socket
+                splice_through(conn.sock, pipe, null, size, at=False)
+        finally:
+            conn.close()
         total += size
     print(f"{total} {time.perf_counter() - start} {time.process_time() - cpu}", flush=True)
     return 0

@@ -134,8 +134,8 @@ class RangedGets:
             raise _Transient(str(error))
         raise error
 
-    def _connection(self, scheme: str, netloc: str) -> _Connection:
-        conns: dict[tuple[str, str], _Connection] | None = getattr(self._local, "conns", None)
+    def _connection(self, scheme: str, netloc: str) -> HttpConnection:
+        conns: dict[tuple[str, str], HttpConnection] | None = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
         conn = conns.get((scheme, netloc))
@@ -145,7 +145,7 @@ class RangedGets:
                 if self._tls_context is None:
                     self._tls_context = self._tls()
                 context = self._tls_context
-            conn = _Connection(
+            conn = HttpConnection(
                 netloc,
                 self.settings.connect_timeout_ms / 1000,
                 self.settings.read_timeout_ms / 1000,
@@ -168,7 +168,7 @@ class RangedGets:
 
 
 def _body(  # noqa: PLR0917 - one response and what it answers
-    conn: _Connection,
+    conn: HttpConnection,
     status: int,
     headers: dict[str, str],
     key: str,
@@ -210,7 +210,7 @@ def _body(  # noqa: PLR0917 - one response and what it answers
     return size
 
 
-class _Connection:
+class HttpConnection:
     """One HTTP/1.1 connection, one request at a time."""
 
     def __init__(
